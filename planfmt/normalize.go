@@ -1,0 +1,707 @@
+package planfmt
+
+import (
+	"math"
+	"math/bits"
+)
+
+// Geometry summarises a normalized plan for the cost model.
+type Geometry struct {
+	Bytes     uint64 // S: payload bytes
+	Fragments uint64 // N: fragments that carry bytes
+	Skipped   uint64 // fragments that carry none: -1 ids, zero-length ranges
+	Spans     uint64 // M: spans after coalescing
+	Runs      uint64 // contiguous destination runs
+
+	// SpanLog2[b] counts spans whose length lies in [2^b, 2^(b+1)).
+	SpanLog2 [64]uint64
+
+	// SrcLo, SrcHi and DstLo, DstHi bound the touched bytes: every payload
+	// byte lies in [SrcLo, SrcHi) of the source extent and [DstLo, DstHi) of
+	// the destination extent. All four are zero when Bytes is zero.
+	SrcLo, SrcHi uint64
+	DstLo, DstHi uint64
+
+	Completions int // completion spans (at least 1 for a non-empty plan)
+}
+
+// Completion describes one completion span after normalization. Fragment,
+// span and run ranges are half-open ordinals in plan order; spans and runs
+// never cross a completion boundary. Stream is the offset of this completion
+// span's first payload byte in the packed stream (all payload bytes in plan
+// order), so an owner that packs the whole plan finds its bytes at
+// [Stream, Stream+Bytes).
+type Completion struct {
+	FragStart, FragEnd int
+	SpanStart, SpanEnd int
+	RunStart, RunEnd   int
+	Stream, Bytes      uint64
+}
+
+// Normalized is the result of Normalize: the plan's geometry, its completion
+// spans, and iterators over coalesced spans and destination runs. It is meant
+// to be reused: Normalize keeps its storage and allocates only when a plan
+// needs more than it has held before.
+//
+// For the ranges form, spans and runs are stored. For the fixed-row form they
+// are not (that would expand the plan into per-row structs); the iterators
+// walk the ids again, so the ids must not change between Normalize and
+// iteration.
+type Normalized struct {
+	form  Form
+	geom  Geometry
+	comps []Completion
+
+	spans []Span // FormRanges
+	runs  []Run  // FormRanges
+
+	sortA, sortB []dstSpan // FormRanges overlap check, when destinations arrive unsorted
+
+	rows  Rows // FormRows: the plan's descriptor (slice headers, not ids)
+	shape rowShape
+}
+
+// Span is a coalesced piece of the plan: Len bytes from source offset Src to
+// destination offset Dst.
+type Span struct {
+	Src, Dst, Len uint64
+}
+
+// Run is a contiguous destination run: Len bytes landing at Dst, taken from
+// the packed stream (payload bytes in plan order) at offset Stream.
+type Run struct {
+	Dst, Len, Stream uint64
+}
+
+// Geometry returns the summary computed by the last successful Normalize.
+func (n *Normalized) Geometry() Geometry { return n.geom }
+
+// Form returns the form of the normalized plan.
+func (n *Normalized) Form() Form { return n.form }
+
+// Completions returns the completion spans; the slice is owned by n and valid
+// until the next Normalize.
+func (n *Normalized) Completions() []Completion { return n.comps }
+
+func (n *Normalized) reset() {
+	n.form = 0
+	n.geom = Geometry{}
+	n.comps = n.comps[:0]
+	n.spans = n.spans[:0]
+	n.runs = n.runs[:0]
+	n.rows = Rows{}
+	n.shape = rowShape{}
+}
+
+// Normalize validates p and summarises it into dst in O(N) time, reading each
+// fragment a small constant number of times in tight loops:
+//
+//   - every fragment is checked against the source and destination extents
+//     (and, for rows, every id against the table);
+//   - destinations must not overlap. For rows this follows from the layout
+//     and is decided in O(log stride) from the strides. For ranges it is one
+//     comparison per range when the carrying ranges arrive sorted by
+//     destination (the common case); otherwise Normalize radix-sorts their
+//     (destination, end) pairs: still O(N), but one more pass per byte
+//     position in which the destinations differ (3 when they differ only in
+//     their low 24 bits, 8 at most) and 32 bytes of scratch per range, kept
+//     in dst. A shuffled plan from a hostile peer cannot make it O(N log N);
+//   - carrying fragments that follow each other in plan order and are
+//     adjacent in both source and destination are coalesced into spans (for
+//     rows: consecutive ids whose destinations are also consecutive);
+//     fragments that carry nothing (-1 ids, zero-length ranges) neither join
+//     nor break spans or runs; spans and runs never cross a completion
+//     boundary;
+//   - contiguous destination runs, the Geometry and per-completion byte
+//     counts are computed.
+//
+// It allocates nothing once dst's storage has grown to the plan's size. On
+// error dst is left empty and p is unchanged.
+func Normalize(dst *Normalized, p *Plan) error {
+	dst.reset()
+	var err error
+	switch p.Form {
+	case FormRows:
+		err = dst.normRows(p)
+	case FormRanges:
+		err = dst.normRanges(p)
+	default:
+		err = invalid("Form", "unknown form "+p.Form.String())
+	}
+	if err != nil {
+		dst.reset()
+		return err
+	}
+	dst.form = p.Form
+	dst.geom.Completions = len(dst.comps)
+	return nil
+}
+
+// groupEnds returns the completion ends to iterate: the plan's, or a single
+// end covering all n fragments.
+func groupEnds(ends []uint32, n int, one *[1]uint32) []uint32 {
+	if len(ends) != 0 {
+		return ends
+	}
+	if n == 0 {
+		return nil
+	}
+	one[0] = uint32(n)
+	return one[:]
+}
+
+func (n *Normalized) normRows(p *Plan) error {
+	s, err := p.checkRows()
+	if err != nil {
+		return err
+	}
+	if err := checkEnds(p.CompletionEnds, s.n); err != nil {
+		return err
+	}
+	n.rows = p.Rows
+	n.shape = s
+	var one [1]uint32
+	ends := groupEnds(p.CompletionEnds, s.n, &one)
+	if len(p.Rows.IDs32) != 0 {
+		return normRowIDs(n, p.Rows.IDs32, &p.Rows, s, ends)
+	}
+	return normRowIDs(n, p.Rows.IDs64, &p.Rows, s, ends)
+}
+
+// noEnd marks "no carrying row yet" in prevEnd: a real row end is at most
+// the destination extent and a row starts at least 1 byte before it, so no
+// dst can equal it.
+const noEnd = math.MaxUint64
+
+// normRowIDs is the fixed-row normalization. Everything that does not depend
+// on an id was checked by checkRows. Per completion span it runs two narrow
+// loops, each small enough to live in registers: scanRowIDs (validation,
+// id bounds, skips) and walkRowSpans (coalescing, runs); only a completion
+// span in which rows actually coalesced is walked again for the span-length
+// histogram. Then rowDstBounds finds the touched destination bytes.
+func normRowIDs[T int32 | int64](n *Normalized, ids []T, r *Rows, s rowShape, ends []uint32) error {
+	g := &n.geom
+	rs := s.rowSize
+	var (
+		start                int
+		stream               uint64
+		skipped, spans, runs uint64
+		multi                uint64 // spans already in the histogram; the others are one row long
+		minID                = uint64(math.MaxUint64)
+		maxID1               uint64 // largest carrying id + 1
+	)
+	for _, e := range ends {
+		end := int(e)
+		lo, hi1, skip, bad := scanRowIDs(ids[start:end], r.TableRows)
+		if bad >= 0 {
+			return &BoundsError{Index: start + bad, Field: "id", Off: uint64(int64(ids[start+bad])), Limit: r.TableRows}
+		}
+		minID, maxID1 = min(minID, lo), max(maxID1, hi1)
+		ru, ext := walkRowSpans(ids, s, r.DstBase, start, end, skip == 0)
+		carrying := uint64(end-start) - skip
+		sp := carrying - ext
+		if ext != 0 {
+			spanHist(ids, r, s, start, end, &g.SpanLog2)
+			multi += sp
+		}
+		bytes := carrying * rs
+		n.comps = append(n.comps, Completion{
+			FragStart: start, FragEnd: end,
+			SpanStart: int(spans), SpanEnd: int(spans + sp),
+			RunStart: int(runs), RunEnd: int(runs + ru),
+			Stream: stream, Bytes: bytes,
+		})
+		skipped, spans, runs = skipped+skip, spans+sp, runs+ru
+		stream += bytes
+		start = end
+	}
+	if ones := spans - multi; ones != 0 {
+		g.SpanLog2[bits.Len64(rs)-1] += ones
+	}
+	carried := uint64(s.n) - skipped
+	g.Fragments = carried
+	g.Skipped = skipped
+	g.Bytes = carried * rs
+	g.Spans = spans
+	g.Runs = runs
+	if carried != 0 {
+		g.SrcLo, g.SrcHi = r.SrcBase+minID*rs, r.SrcBase+maxID1*rs
+		g.DstLo, g.DstHi = rowDstBounds(ids, s, r.DstBase)
+	}
+	return nil
+}
+
+// scanRowIDs validates ids (each -1 or below tableRows) and returns the
+// smallest carrying id (math.MaxUint64 if none), the largest carrying id plus
+// one (0 if none) and the number of -1s; bad is the index of the first
+// invalid id, or -1. With x = id+1, valid ids map to [1, tableRows] and -1 to
+// 0, so a running max validates without a branch per id, and x-1 (which wraps
+// to the maximum for -1) gives the smallest id.
+func scanRowIDs[T int32 | int64](ids []T, tableRows uint64) (lo, hi1, skipped uint64, bad int) {
+	mx, mn := uint64(0), uint64(math.MaxUint64)
+	mx1, mn1 := mx, mn // a second pair of accumulators halves the dependency chains
+	rest := ids
+	for len(rest) >= 2 {
+		v := (*[2]T)(rest)
+		x, y := uint64(int64(v[0])+1), uint64(int64(v[1])+1)
+		mx, mx1 = max(mx, x), max(mx1, y)
+		mn, mn1 = min(mn, x-1), min(mn1, y-1)
+		if v[0] < 0 || v[1] < 0 {
+			skipped += uint64(int64(v[0]))>>63 + uint64(int64(v[1]))>>63
+		}
+		rest = rest[2:]
+	}
+	for _, id := range rest {
+		x := uint64(int64(id) + 1)
+		mx, mn = max(mx, x), min(mn, x-1)
+		if id < 0 {
+			skipped++
+		}
+	}
+	mx, mn = max(mx, mx1), min(mn, mn1)
+	if mx > tableRows {
+		return 0, 0, 0, firstBadID(ids, tableRows)
+	}
+	return mn, mx, skipped, -1
+}
+
+// walkRowSpans counts, over fragments [start, end), the carrying rows that
+// extend the previous span (ext) and the destination runs. Every carrying row
+// that does not extend a span starts one, so spans = carrying rows - ext.
+//
+// dense says that no id in [start, end) is -1; with a packed lattice row
+// (column stride equal to the row size) walkSegment then takes its
+// branch-free path.
+func walkRowSpans[T int32 | int64](ids []T, s rowShape, dstBase uint64, start, end int, dense bool) (runs, ext uint64) {
+	k := int(s.k)
+	rowStart := start - start%k
+	rowBase := dstBase + uint64(start/k)*s.a
+	prevEnd := uint64(noEnd)
+	var prevID uint64
+	for i := start; i < end; {
+		if i == rowStart+k {
+			rowStart += k
+			rowBase += s.a
+		}
+		segEnd := min(end, rowStart+k)
+		var r, e uint64
+		seg, dst := ids[i:segEnd], rowBase+uint64(i-rowStart)*s.b
+		if dense && s.b == s.rowSize {
+			prevEnd, prevID, r, e = walkDenseSegment(seg, dst, s.rowSize, prevEnd, prevID)
+		} else {
+			prevEnd, prevID, r, e = walkSegment(seg, dst, s.b, s.rowSize, prevEnd, prevID)
+		}
+		runs, ext = runs+r, ext+e
+		i = segEnd
+	}
+	return runs, ext
+}
+
+// walkSegment is walkRowSpans' inner loop over one lattice row, kept small
+// so its state stays in registers.
+func walkSegment[T int32 | int64](ids []T, dst, b, rs, prevEnd, prevID uint64) (uint64, uint64, uint64, uint64) {
+	var runs, ext uint64
+	for _, id := range ids {
+		if id >= 0 {
+			u := uint64(id)
+			if dst != prevEnd {
+				runs++
+			} else if u == prevID+1 {
+				ext++
+			}
+			prevID = u
+			prevEnd = dst + rs
+		}
+		dst += b
+	}
+	return prevEnd, prevID, runs, ext
+}
+
+// walkDenseSegment is walkSegment for a lattice row of carrying ids whose
+// destinations are back to back (column stride = row size): only the first
+// row can start a run, and a row extends its span exactly when its id
+// follows the previous one. Counting that without a branch per id keeps
+// random ids, which almost never follow each other, from costing a
+// misprediction check chain: the loop is a compare and an add per id, with
+// two accumulators to split the dependency chain. ids is not empty.
+func walkDenseSegment[T int32 | int64](ids []T, dst, rs, prevEnd, prevID uint64) (uint64, uint64, uint64, uint64) {
+	var runs, ext uint64
+	if dst != prevEnd {
+		runs = 1
+	} else {
+		ext = b2u(uint64(ids[0]) == prevID+1)
+	}
+	var e0, e1 uint64
+	i := 1
+	for ; i+1 < len(ids); i += 2 {
+		a, b, c := ids[i-1], ids[i], ids[i+1]
+		e0 += b2u(b == a+1)
+		e1 += b2u(c == b+1)
+	}
+	if i < len(ids) {
+		e0 += b2u(ids[i] == ids[i-1]+1)
+	}
+	last := len(ids) - 1
+	return dst + uint64(last)*rs + rs, uint64(ids[last]), runs, ext + e0 + e1
+}
+
+// b2u is 1 for true and 0 for false; the compiler turns it into a flag
+// move, not a branch.
+func b2u(b bool) uint64 {
+	var x uint64
+	if b {
+		x = 1
+	}
+	return x
+}
+
+// spanHist adds the lengths of the spans of fragments [start, end) to hist.
+// Normalize calls it only when some span holds more than one row.
+func spanHist[T int32 | int64](ids []T, r *Rows, s rowShape, start, end int, hist *[64]uint64) {
+	rowSpans(ids, r, s, start, end, func(_, _, n uint64) bool {
+		hist[bits.Len64(n)-1]++
+		return true
+	})
+}
+
+// rowDstBounds returns [lo, hi) of the destination bytes of the carrying rows
+// (there is at least one). When positions increase in plan order (one
+// lattice row, or token rows that do not interleave) the first and last
+// carrying rows decide it; otherwise every carrying row is visited.
+func rowDstBounds[T int32 | int64](ids []T, s rowShape, dstBase uint64) (lo, hi uint64) {
+	dstOf := func(i int) uint64 {
+		return dstBase + uint64(i)/s.k*s.a + uint64(i)%s.k*s.b
+	}
+	if s.t <= 1 || s.a >= (s.k-1)*s.b+s.rowSize {
+		first, last := 0, len(ids)-1
+		for ids[first] < 0 {
+			first++
+		}
+		for ids[last] < 0 {
+			last--
+		}
+		return dstOf(first), dstOf(last) + s.rowSize
+	}
+	lo = math.MaxUint64
+	k := int(s.k)
+	rowBase := dstBase
+	for t := 0; t < len(ids); t += k {
+		dst := rowBase
+		for _, id := range ids[t : t+k] {
+			if id >= 0 {
+				lo, hi = min(lo, dst), max(hi, dst)
+			}
+			dst += s.b
+		}
+		rowBase += s.a
+	}
+	return lo, hi + s.rowSize
+}
+
+func (n *Normalized) normRanges(p *Plan) error {
+	rs := p.Ranges
+	if uint64(len(rs)) > maxFragments {
+		return invalid("Ranges", "more than 2^32-1 ranges")
+	}
+	if err := checkEnds(p.CompletionEnds, len(rs)); err != nil {
+		return err
+	}
+	var one [1]uint32
+	ends := groupEnds(p.CompletionEnds, len(rs), &one)
+	g := &n.geom
+	var (
+		start    int
+		sorted   = true
+		prevEnd  uint64
+		minSrc   = uint64(math.MaxUint64)
+		maxSrc   uint64
+		minDst   = uint64(math.MaxUint64)
+		maxDst   uint64
+		stream   uint64
+		carrying int
+	)
+	for _, e := range ends {
+		end := int(e)
+		spanStart, runStart := len(n.spans), len(n.runs)
+		groupStream := stream
+		var span Span
+		var run Run
+		open := false
+		for i, r := range rs[start:end] {
+			se, ok := add3(r.Src, r.Len, 0)
+			if !ok || se > p.SrcExtent {
+				return &BoundsError{Index: start + i, Field: "src", Off: r.Src, Len: r.Len, Limit: p.SrcExtent}
+			}
+			de, ok := add3(r.Dst, r.Len, 0)
+			if !ok || de > p.DstExtent {
+				return &BoundsError{Index: start + i, Field: "dst", Off: r.Dst, Len: r.Len, Limit: p.DstExtent}
+			}
+			if r.Len == 0 {
+				g.Skipped++
+				continue
+			}
+			carrying++
+			if r.Dst < prevEnd {
+				sorted = false
+			}
+			prevEnd = de
+			minSrc, maxSrc = min(minSrc, r.Src), max(maxSrc, se)
+			minDst, maxDst = min(minDst, r.Dst), max(maxDst, de)
+			switch {
+			case open && r.Dst == run.Dst+run.Len:
+				run.Len += r.Len
+				if r.Src == span.Src+span.Len {
+					span.Len += r.Len
+				} else {
+					n.addSpan(span)
+					span = Span{r.Src, r.Dst, r.Len}
+				}
+			default:
+				if open {
+					n.addSpan(span)
+					n.runs = append(n.runs, run)
+				}
+				span = Span{r.Src, r.Dst, r.Len}
+				run = Run{Dst: r.Dst, Len: r.Len, Stream: stream}
+				open = true
+			}
+			stream += r.Len
+		}
+		if open {
+			n.addSpan(span)
+			n.runs = append(n.runs, run)
+		}
+		n.comps = append(n.comps, Completion{
+			FragStart: start, FragEnd: end,
+			SpanStart: spanStart, SpanEnd: len(n.spans),
+			RunStart: runStart, RunEnd: len(n.runs),
+			Stream: groupStream, Bytes: stream - groupStream,
+		})
+		start = end
+	}
+	if !sorted {
+		if err := n.checkRangeOverlap(rs, carrying); err != nil {
+			return err
+		}
+	}
+	g.Fragments = uint64(carrying)
+	g.Bytes = stream
+	g.Spans = uint64(len(n.spans))
+	g.Runs = uint64(len(n.runs))
+	if stream != 0 {
+		g.SrcLo, g.SrcHi = minSrc, maxSrc
+		g.DstLo, g.DstHi = minDst, maxDst
+	}
+	return nil
+}
+
+func (n *Normalized) addSpan(s Span) {
+	n.spans = append(n.spans, s)
+	n.geom.SpanLog2[bits.Len64(s.Len)-1]++
+}
+
+// dstSpan is a carrying range's destination bytes [dst, end).
+type dstSpan struct{ dst, end uint64 }
+
+// checkRangeOverlap sorts the destinations of the carrying ranges and checks
+// neighbours: with starts sorted, some pair overlaps exactly when a range
+// starts before the furthest end seen so far. The sort is radixSortSpans, so
+// an owner facing a hostile, shuffled plan still spends O(N).
+func (n *Normalized) checkRangeOverlap(rs []Range, carrying int) error {
+	a := grow(n.sortA, carrying)[:0]
+	for _, r := range rs {
+		if r.Len != 0 {
+			a = append(a, dstSpan{r.Dst, r.Dst + r.Len})
+		}
+	}
+	n.sortA, n.sortB = a, grow(n.sortB, carrying)
+	sorted := radixSortSpans(a, n.sortB)
+	far := sorted[0]
+	for _, s := range sorted[1:] {
+		if s.dst < far.end {
+			return overlapBetween(rs, far, s)
+		}
+		if s.end > far.end {
+			far = s
+		}
+	}
+	return nil
+}
+
+// overlapBetween builds the error for two overlapping destination spans,
+// finding the ranges they came from (error path only: a linear search).
+func overlapBetween(rs []Range, a, b dstSpan) error {
+	find := func(s dstSpan, not int) int {
+		for i, r := range rs {
+			if i != not && r.Len != 0 && r.Dst == s.dst && r.Dst+r.Len == s.end {
+				return i
+			}
+		}
+		return -1
+	}
+	i := find(a, -1)
+	j := find(b, i)
+	return &OverlapError{First: i, Second: j, FirstDst: a.dst, FirstLen: a.end - a.dst, SecondDst: b.dst, SecondLen: b.end - b.dst}
+}
+
+// radixSortSpans sorts a by dst with a stable least-significant-digit radix
+// sort over 8-bit digits, using tmp (len(tmp) >= len(a)) as the second
+// buffer, and returns whichever buffer holds the result. Digits in which all
+// keys agree are skipped: keys that differ only in their low 24 bits take 3
+// passes; 8 at most.
+func radixSortSpans(a, tmp []dstSpan) []dstSpan {
+	or, and := uint64(0), ^uint64(0)
+	for _, s := range a {
+		or, and = or|s.dst, and&s.dst
+	}
+	diff := or ^ and
+	src, dst := a, tmp[:len(a)]
+	var count [256]int
+	for shift := 0; shift < 64; shift += 8 {
+		if (diff>>shift)&0xff == 0 {
+			continue
+		}
+		clear(count[:])
+		for _, s := range src {
+			count[byte(s.dst>>shift)]++
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, s := range src {
+			d := byte(s.dst >> shift)
+			dst[count[d]] = s
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	return src
+}
+
+// ForEachSpan calls fn for every coalesced span in plan order (completion
+// span by completion span) until fn returns false.
+func (n *Normalized) ForEachSpan(fn func(src, dst, length uint64) bool) {
+	for j := range n.comps {
+		if !n.ForEachSpanIn(j, fn) {
+			return
+		}
+	}
+}
+
+// ForEachSpanIn calls fn for every coalesced span of completion span j until
+// fn returns false, and reports whether it ran to the end.
+func (n *Normalized) ForEachSpanIn(j int, fn func(src, dst, length uint64) bool) bool {
+	c := n.comps[j]
+	if n.form == FormRanges {
+		for _, s := range n.spans[c.SpanStart:c.SpanEnd] {
+			if !fn(s.Src, s.Dst, s.Len) {
+				return false
+			}
+		}
+		return true
+	}
+	if len(n.rows.IDs32) != 0 {
+		return rowSpans(n.rows.IDs32, &n.rows, n.shape, c.FragStart, c.FragEnd, fn)
+	}
+	return rowSpans(n.rows.IDs64, &n.rows, n.shape, c.FragStart, c.FragEnd, fn)
+}
+
+// ForEachRun calls fn for every contiguous destination run in plan order
+// until fn returns false. stream is the run's offset in the packed stream.
+func (n *Normalized) ForEachRun(fn func(dst, stream, length uint64) bool) {
+	if n.form == FormRanges {
+		for _, r := range n.runs {
+			if !fn(r.Dst, r.Stream, r.Len) {
+				return
+			}
+		}
+		return
+	}
+	for _, c := range n.comps {
+		var ok bool
+		if len(n.rows.IDs32) != 0 {
+			ok = rowRuns(n.rows.IDs32, &n.rows, n.shape, c, fn)
+		} else {
+			ok = rowRuns(n.rows.IDs64, &n.rows, n.shape, c, fn)
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// rowDst returns the destination of fragment i and its lattice column.
+func rowDst(r *Rows, s rowShape, i int) (dst, col, rowBase uint64) {
+	t, c := uint64(i)/s.k, uint64(i)%s.k
+	rowBase = r.DstBase + t*s.a
+	return rowBase + c*s.b, c, rowBase
+}
+
+func rowSpans[T int32 | int64](ids []T, r *Rows, s rowShape, start, end int, fn func(src, dst, length uint64) bool) bool {
+	if start == end {
+		return true
+	}
+	rs := r.RowSize
+	dst, col, rowBase := rowDst(r, s, start)
+	var cur Span
+	open := false
+	var prevID uint64
+	for _, id := range ids[start:end] {
+		if id >= 0 {
+			u := uint64(id)
+			if open && u == prevID+1 && dst == cur.Dst+cur.Len {
+				cur.Len += rs
+			} else {
+				if open && !fn(cur.Src, cur.Dst, cur.Len) {
+					return false
+				}
+				cur = Span{Src: r.SrcBase + u*rs, Dst: dst, Len: rs}
+				open = true
+			}
+			prevID = u
+		}
+		col++
+		dst += s.b
+		if col == s.k {
+			col = 0
+			rowBase += s.a
+			dst = rowBase
+		}
+	}
+	return !open || fn(cur.Src, cur.Dst, cur.Len)
+}
+
+func rowRuns[T int32 | int64](ids []T, r *Rows, s rowShape, c Completion, fn func(dst, stream, length uint64) bool) bool {
+	if c.FragStart == c.FragEnd {
+		return true
+	}
+	rs := r.RowSize
+	dst, col, rowBase := rowDst(r, s, c.FragStart)
+	var cur Run
+	open := false
+	stream := c.Stream
+	for _, id := range ids[c.FragStart:c.FragEnd] {
+		if id >= 0 {
+			if open && dst == cur.Dst+cur.Len {
+				cur.Len += rs
+			} else {
+				if open && !fn(cur.Dst, cur.Stream, cur.Len) {
+					return false
+				}
+				cur = Run{Dst: dst, Len: rs, Stream: stream}
+				open = true
+			}
+			stream += rs
+		}
+		col++
+		dst += s.b
+		if col == s.k {
+			col = 0
+			rowBase += s.a
+			dst = rowBase
+		}
+	}
+	return !open || fn(cur.Dst, cur.Stream, cur.Len)
+}

@@ -1,0 +1,55 @@
+package stage
+
+// Stage names one timed step of a scatter operation. The values are part of
+// the probe ABI: never renumber, only append.
+type Stage uint64
+
+const (
+	// Op spans a whole operation, from Submit to its completion.
+	Op Stage = 1
+	// Plan is requester-side normalization, cost decision and encoding.
+	Plan Stage = 2
+	// Control is the gather command round trip as seen by the requester.
+	Control Stage = 3
+	// Decode is the owner's decoding and validation of a command.
+	Decode Stage = 4
+	// Pack is the owner packing one chunk into staging (per chunk).
+	Pack Stage = 5
+	// Post is posting one batch of work requests (per chunk or batch).
+	Post Stage = 6
+	// Complete is waiting for the last completions of an operation.
+	Complete Stage = 7
+	// Scatter is the owner unpacking one WRITE chunk into its regions.
+	Scatter Stage = 8
+)
+
+var names = [...]string{
+	Op: "op", Plan: "plan", Control: "control", Decode: "decode",
+	Pack: "pack", Post: "post", Complete: "complete", Scatter: "scatter",
+}
+
+// String returns the stage's short name ("pack").
+func (s Stage) String() string {
+	if s < Stage(len(names)) && names[s] != "" {
+		return names[s]
+	}
+	return "stage?"
+}
+
+// All lists every stage in numeric order.
+func All() []Stage {
+	return []Stage{Op, Plan, Control, Decode, Pack, Post, Complete, Scatter}
+}
+
+// ChunkID derives the id that chunk stages of operation op use: the
+// operation id in the high 40 bits and the chunk index in the low 24.
+func ChunkID(op uint64, chunk int) uint64 {
+	return op<<24 | uint64(chunk)&(1<<24-1)
+}
+
+// Begin marks the start of stage s of operation (or chunk) id.
+func Begin(id uint64, s Stage) { begin(id, uint64(s)) }
+
+// End marks the end of stage s of operation (or chunk) id, with the bytes
+// that stage moved (0 where it moves none).
+func End(id uint64, s Stage, bytes uint64) { end(id, uint64(s), bytes) }
