@@ -1,0 +1,77 @@
+package verbs_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// TestAdaptiveChoice checks what ModeAuto picks under fixed link
+// parameters (small requests cost 1 us each, bulk 3 GB/s, 30 us RTT):
+// gather for many small rows, direct for a few large ranges, hybrid for a
+// mix of both.
+func TestAdaptiveChoice(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			r := newRand(t)
+			for _, tc := range []struct {
+				name string
+				plan *planfmt.Plan
+				want verbs.Mode
+			}{
+				{"many-small", rowsPlan(r, tableBytes, 6000, 264, 0, 0), verbs.ModeGather},
+				{"few-large", mixedPlan(r, tableBytes, 0, 0, 6, 256<<10), verbs.ModeDirect},
+				// Small spans of 285-300 B share one size class.
+				{"mixed", mixedPlan(r, tableBytes, 3000, 300, 4, 128<<10), verbs.ModeHybrid},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					// A fresh connection: no moving measurements yet, so the
+					// decision rests on the fixed link and calibration alone.
+					f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes})
+					res := f.run(t, verbs.OpRead, tc.plan, verbs.ModeAuto)
+					require.Equal(t, tc.want, res.Chosen, "decision:\n%v\nsplit: %v", res.Decision, res.Split)
+					require.Equal(t, tc.want, res.Mode)
+					require.Equal(t, verbs.FallbackNone, res.Fallback)
+					switch tc.want {
+					case verbs.ModeHybrid:
+						require.Equal(t, 4, res.Trace.DirectRequests, "the large ranges go direct")
+						require.Positive(t, res.Trace.Chunks)
+						require.NotEmpty(t, res.Split.String())
+					case verbs.ModeGather:
+						require.Zero(t, res.Trace.DirectRequests)
+						require.Positive(t, res.Trace.Window)
+						require.Positive(t, res.Trace.WindowGoodput())
+						require.Contains(t, res.Decision.String(), "gather")
+					default:
+						require.Equal(t, 6, res.Trace.DirectRequests)
+						require.Zero(t, res.Trace.Chunks)
+					}
+					st := f.eng.Stats()
+					require.Equal(t, uint64(1), st.Ops)
+					require.Equal(t, tc.want == verbs.ModeGather, st.Gather == 1)
+					require.Equal(t, tc.want == verbs.ModeHybrid, st.Hybrid == 1)
+					require.Equal(t, tc.want == verbs.ModeDirect, st.Direct == 1)
+					require.Zero(t, st.FallbackTotal)
+					require.Zero(t, st.Failed)
+				})
+			}
+		})
+	}
+}
+
+// TestForcedHybrid checks a forced hybrid on a ranges plan whose split the
+// cost model would not make: spans up to HybridThreshold are gathered.
+func TestForcedHybrid(t *testing.T) {
+	r := newRand(t)
+	f := newFixture(t, r, fixtureConfig{backend: backends[1], tableBytes: tableBytes, localBytes: localBytes,
+		link: verbs.LinkParams{Bandwidth: 3e9, PostRate: 50e6, RTT: 30e3}})
+	p := mixedPlan(r, tableBytes, 200, 264, 3, 64<<10)
+	auto := f.run(t, verbs.OpRead, p, verbs.ModeAuto)
+	require.Equal(t, verbs.ModeDirect, auto.Mode, "cheap small requests: direct")
+	res := f.run(t, verbs.OpRead, p, verbs.ModeHybrid)
+	require.Equal(t, verbs.ModeHybrid, res.Mode, "fallback %v: %v", res.Fallback, res.FallbackErr)
+	require.Equal(t, 3, res.Trace.DirectRequests)
+}

@@ -1,0 +1,278 @@
+package verbs_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/costmodel"
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/shm"
+	"github.com/scatterkit/scatterkit/verbs/tcp"
+)
+
+var seedFlag = flag.Uint64("engine.seed", 0, "seed for the executor tests' random inputs (0: from the clock)")
+
+// newRand returns a generator from a logged seed.
+func newRand(tb testing.TB) *rand.Rand {
+	tb.Helper()
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	tb.Logf("seed %d (rerun with -engine.seed=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+}
+
+// fill writes random non-zero bytes.
+func fill(r *rand.Rand, b []byte) {
+	for i := 0; i < len(b); i += 8 {
+		x := r.Uint64() | 0x0101010101010101
+		for j := 0; j < 8 && i+j < len(b); j++ {
+			b[i+j] = byte(x >> (8 * j))
+		}
+	}
+}
+
+func testContext(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+var shmAddrs atomic.Uint64
+
+type backend struct {
+	name string
+	new  func() verbs.Transport
+	addr func() string
+	// exposeRegistered: Register'ed memory (a staging arena) may be exposed.
+	exposeRegistered bool
+}
+
+var backends = []backend{
+	{name: "shm", new: func() verbs.Transport { return shm.New(shm.Config{}) },
+		addr: func() string {
+			return fmt.Sprintf("@scatterkit-engine-test-%d-%d", time.Now().UnixNano(), shmAddrs.Add(1))
+		}},
+	{name: "tcp", new: func() verbs.Transport { return tcp.New(tcp.Config{}) },
+		addr: func() string { return "127.0.0.1:0" }, exposeRegistered: true},
+}
+
+// testCalibration is a fixed packing calibration, so decisions do not
+// depend on the machine.
+var testCalibration = costmodel.Calibration{BMem: 5e9, RCopy: 8e6}
+
+// manySmallLink makes small requests expensive: gather wins for many
+// small fragments, direct for a few large ones.
+var manySmallLink = verbs.LinkParams{Bandwidth: 3e9, PostRate: 1e6, RTT: 30 * time.Microsecond}
+
+type fixtureConfig struct {
+	backend    backend
+	tableBytes int  // owner export "table" (remote read and write)
+	localBytes int  // requester region "dst" (local, exposed unless noExpose)
+	noExpose   bool // do not expose the local region
+	noService  bool // no gather service on the owner
+	ownerPool  bufferpool.Config
+	service    func(*verbs.ServiceConfig)
+	link       verbs.LinkParams // zero: manySmallLink
+	engine     verbs.EngineConfig
+	reqStaging bool // requester staging for WRITE gather (exposed where the backend allows)
+	lanes      int
+}
+
+// fixture is an owner (segment, export, gather service) and a requester
+// (region, connection, engine), all closed at cleanup.
+type fixture struct {
+	owner, req   verbs.Transport
+	seg          verbs.Segment
+	table        *verbs.Region
+	tableInfo    verbs.RegionInfo
+	ownerStaging *verbs.Staging
+	svc          *verbs.GatherService
+	local        *verbs.Region
+	reqStaging   *verbs.Staging
+	conn         verbs.Conn
+	eng          *verbs.Engine
+}
+
+func newFixture(t testing.TB, r *rand.Rand, cfg fixtureConfig) *fixture {
+	t.Helper()
+	f := &fixture{owner: cfg.backend.new(), req: cfg.backend.new()}
+	t.Cleanup(func() {
+		require.NoError(t, f.owner.Close())
+		require.NoError(t, f.req.Close())
+	})
+	var err error
+	f.table, err = f.owner.Alloc(cfg.tableBytes, verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	fill(r, f.table.Bytes())
+	exports := []verbs.Export{{Name: "table", Region: f.table}}
+	f.seg, err = f.owner.Listen(cfg.backend.addr(), exports, verbs.ListenOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, f.seg.Close()) })
+	if !cfg.noService {
+		pc := cfg.ownerPool
+		if pc.Budget == 0 {
+			pc = bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true}
+		}
+		f.ownerStaging, err = verbs.NewStaging(f.owner, pc, verbs.AccessLocal)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, f.ownerStaging.Close(), "owner staging leaked") })
+		sc := verbs.ServiceConfig{Segment: f.seg, Exports: exports, Staging: f.ownerStaging,
+			Calibration: &testCalibration, PackWorkers: 2, ParallelMin: 128 << 10}
+		if cfg.service != nil {
+			cfg.service(&sc)
+		}
+		f.svc, err = verbs.NewGatherService(sc)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, f.svc.Close()) })
+	}
+	f.local, err = f.req.Alloc(cfg.localBytes, verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	fill(r, f.local.Bytes())
+	opts := verbs.ConnectOptions{Link: cfg.link, Lanes: cfg.lanes}
+	if opts.Link == (verbs.LinkParams{}) {
+		opts.Link = manySmallLink
+	}
+	if !cfg.noExpose {
+		opts.Expose = append(opts.Expose, verbs.Export{Name: "dst", Region: f.local})
+	}
+	ecfg := cfg.engine
+	if cfg.reqStaging {
+		f.reqStaging, err = verbs.NewStaging(f.req, bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true},
+			verbs.AccessLocal|verbs.AccessRemoteRead)
+		require.NoError(t, err)
+		if cfg.backend.exposeRegistered {
+			opts.Expose = append(opts.Expose, f.reqStaging.Export("staging"))
+		}
+		ecfg.Staging = f.reqStaging
+		if ecfg.Calibration == nil {
+			ecfg.Calibration = &testCalibration
+		}
+	}
+	f.conn, err = f.req.Connect(testContext(t), f.seg.Addr(), opts)
+	require.NoError(t, err)
+	if f.reqStaging != nil {
+		// Registered after the connection so it closes first (exposure pin).
+		t.Cleanup(func() { require.NoError(t, f.reqStaging.Close(), "requester staging leaked") })
+	}
+	t.Cleanup(func() { require.NoError(t, f.conn.Close()) })
+	var ok bool
+	f.tableInfo, ok = verbs.FindRegion(f.conn.Remote(), "table")
+	require.True(t, ok)
+	f.eng, err = verbs.NewEngine(ecfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, f.eng.Close()) })
+	return f
+}
+
+// op returns a ScatterOp of this fixture.
+func (f *fixture) op(dir verbs.Op, p *planfmt.Plan, mode verbs.Mode) *verbs.ScatterOp {
+	return &verbs.ScatterOp{Conn: f.conn, Dir: dir, Remote: f.tableInfo, Local: f.local, Plan: p, Mode: mode}
+}
+
+// fragment is one source->destination copy of a plan, computed
+// independently of planfmt.
+type fragment struct{ src, dst, n uint64 }
+
+// fragments lists the carrying fragments of p.
+func fragments(p *planfmt.Plan) []fragment {
+	var out []fragment
+	if p.Form == planfmt.FormRanges {
+		for _, r := range p.Ranges {
+			if r.Len > 0 {
+				out = append(out, fragment{r.Src, r.Dst, r.Len})
+			}
+		}
+		return out
+	}
+	rw := &p.Rows
+	for i := range rw.Len() {
+		id := rw.ID(i)
+		if id < 0 {
+			continue
+		}
+		dst := rw.DstBase + uint64(i)*rw.RowSize
+		if rw.Layout.Kind == planfmt.LayoutStrided {
+			t, k := uint64(i)/rw.Layout.Cols, uint64(i)%rw.Layout.Cols
+			dst = rw.DstBase + t*rw.Layout.RowStride + k*rw.Layout.ColStride
+		}
+		out = append(out, fragment{rw.SrcBase + uint64(id)*rw.RowSize, dst, rw.RowSize})
+	}
+	return out
+}
+
+// expect applies p to copies: src (the source extent's region from
+// srcOff) into dst (the destination region from dstOff).
+func expect(p *planfmt.Plan, src []byte, srcOff uint64, dst []byte, dstOff uint64) []byte {
+	want := append([]byte(nil), dst...)
+	for _, fr := range fragments(p) {
+		copy(want[dstOff+fr.dst:dstOff+fr.dst+fr.n], src[srcOff+fr.src:srcOff+fr.src+fr.n])
+	}
+	return want
+}
+
+// rowsPlan is a fixed-row plan of n random rows of size r from a table of
+// tableBytes, about one id in skipEvery -1 (0: none), landing contiguously
+// at dstBase.
+func rowsPlan(r *rand.Rand, tableBytes, n int, size uint64, skipEvery int, dstBase uint64) *planfmt.Plan {
+	rows := uint64(tableBytes) / size
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(r.IntN(int(rows)))
+		if skipEvery > 0 && r.IntN(skipEvery) == 0 {
+			ids[i] = -1
+		}
+	}
+	return &planfmt.Plan{Form: planfmt.FormRows, SrcExtent: uint64(tableBytes), DstExtent: dstBase + uint64(n)*size,
+		Rows: planfmt.Rows{RowSize: size, TableRows: rows, IDs32: ids, DstBase: dstBase}}
+}
+
+// stridedPlan is a [T,K,R] token-major plan with padding between tokens.
+func stridedPlan(r *rand.Rand, tableBytes, tokens, k int, size, pad uint64) *planfmt.Plan {
+	p := rowsPlan(r, tableBytes, tokens*k, size, 7, 0)
+	p.Rows.Layout = planfmt.Layout{Kind: planfmt.LayoutStrided, Cols: uint64(k), RowStride: uint64(k)*size + pad, ColStride: size}
+	p.DstExtent = uint64(tokens) * (uint64(k)*size + pad)
+	return p
+}
+
+// mixedPlan is a ranges plan of small random fragments and a few large
+// ones, destinations in order with gaps (so poison sits between them).
+func mixedPlan(r *rand.Rand, srcBytes, small int, smallLen uint64, large int, largeLen uint64) *planfmt.Plan {
+	var rs []planfmt.Range
+	var dst uint64
+	add := func(n uint64) {
+		rs = append(rs, planfmt.Range{Src: uint64(r.IntN(srcBytes - int(n))), Dst: dst, Len: n})
+		dst += n + uint64(r.IntN(3))*8
+	}
+	li := make(map[int]bool)
+	for len(li) < large {
+		li[r.IntN(small+large)] = true
+	}
+	for i := range small + large {
+		if li[i] {
+			add(largeLen)
+		} else {
+			add(smallLen - uint64(r.IntN(16)))
+		}
+	}
+	return &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(srcBytes), DstExtent: dst, Ranges: rs}
+}
+
+// sum adds the completion span byte counts.
+func sum(xs []uint64) uint64 {
+	var s uint64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}

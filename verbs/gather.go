@@ -1,0 +1,252 @@
+package verbs
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs/stage"
+)
+
+// gatherPlan is the plan the gather part carries: the whole plan, or the
+// hybrid's sub-plan of small spans.
+func (op *Operation) gatherPlan() *planfmt.Plan {
+	if op.mode == ModeHybrid {
+		return &op.subPlan
+	}
+	return op.sop.Plan
+}
+
+// prepareGather builds what the gather part needs before launch: the
+// hybrid split's two parts, the READ command (encoded once), or the
+// destination runs of a WRITE. On failure the operation runs direct.
+func (op *Operation) prepareGather() {
+	if op.mode == ModeHybrid {
+		op.buildHybrid()
+	}
+	var err error
+	if op.sop.Dir == OpRead {
+		op.cmd = planfmt.Command{
+			OpID: op.id, Dir: planfmt.Read,
+			Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
+			Dst:   planfmt.Window{Key: uint64(op.sop.Local.Key()), Off: op.sop.LocalOff, Len: op.sop.Plan.DstExtent},
+			Chunk: uint64(op.chunk), Pipeline: uint32(op.slots),
+			Plan: *op.gatherPlan(),
+		}
+		op.cmdBuf, err = planfmt.AppendCommand(op.cmdBuf[:0], &op.cmd)
+		op.cmd.Plan = planfmt.Plan{}
+	} else if op.mode == ModeHybrid {
+		op.runs = appendRuns(op.runs[:0], op.sub)
+	} else if op.sop.Plan.Form == planfmt.FormRanges {
+		op.runs = appendRuns(op.runs[:0], op.sop.Plan.Ranges)
+	} else {
+		runs := op.runs[:0]
+		op.norm.ForEachRun(func(dst, stream, n uint64) bool {
+			runs = append(runs, planfmt.Run{Dst: dst, Stream: stream, Len: n})
+			return true
+		})
+		op.runs = runs
+	}
+	if err != nil {
+		if op.mode == ModeHybrid {
+			op.cs.release(&op.primary)
+		}
+		op.noGather(FallbackUnsupported, fmt.Errorf("verbs: gather command: %w", err))
+	}
+}
+
+// runGather runs the gather part and reports it.
+func (op *Operation) runGather() {
+	var err error
+	var fb Fallback
+	if op.sop.Dir == OpRead {
+		err, fb = op.gatherRead()
+	} else {
+		err, fb = op.gatherWrite()
+	}
+	op.gatherDone(err, fb)
+}
+
+// classify maps a failed gather call to its fallback reason.
+func classify(err error) Fallback {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		if ce.Status == StatusNotSupported {
+			return FallbackNoService
+		}
+		if code, ok := parseGatherCode(ce.Message); ok {
+			switch code {
+			case GatherRefused:
+				return FallbackRefused
+			case GatherExhausted:
+				return FallbackExhausted
+			}
+		}
+	}
+	return FallbackAborted
+}
+
+// call sends one command and decodes the owner's reply.
+func (op *Operation) call(cmd []byte, st *ownerStats) (time.Duration, error) {
+	stage.Begin(op.id, stage.Control)
+	t := time.Now()
+	resp, err := op.cs.conn.Call(op.ctx, MethodGather, cmd, op.respBuf[:0])
+	d := time.Since(t)
+	stage.End(op.id, stage.Control, uint64(len(cmd)))
+	if cap(resp) > cap(op.respBuf) {
+		op.respBuf = resp[:0]
+	}
+	if err != nil {
+		return d, fmt.Errorf("verbs: gather call: %w", err)
+	}
+	if err := decodeReply(st, resp); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// gatherRead sends the READ command; the owner's bulk WRITEs have landed
+// when the call returns.
+func (op *Operation) gatherRead() (error, Fallback) {
+	var st ownerStats
+	d, err := op.call(op.cmdBuf, &st)
+	if err != nil {
+		return err, classify(err)
+	}
+	want := op.gatherPlan()
+	bytes := op.geom.Bytes
+	if op.mode == ModeHybrid {
+		bytes = uint64(op.split.Gather.S)
+	}
+	if st.dir != OpRead || st.payload != bytes {
+		return &WireError{Message: "reply", Field: "payload",
+			Reason: fmt.Sprintf("%s of %d bytes for a READ of %d (%d ranges)", st.dir, st.payload, bytes, len(want.Ranges))}, FallbackAborted
+	}
+	op.mu.Lock()
+	op.addOwnerStats(&st, d)
+	op.mu.Unlock()
+	if m := op.cs.moving; m != nil {
+		ctl := d - st.handler
+		if ctl > 0 {
+			_ = m.ObserveControl(ctl)
+		}
+		if w := int64(max(st.workers, 1)); st.pack > 0 {
+			spans := int64(op.geom.Fragments)
+			if op.mode == ModeHybrid {
+				spans = op.split.Gather.M
+			}
+			_ = m.ObservePack(int64(st.payload)/w, max(spans/w, 1), st.pack)
+		}
+	}
+	return nil, FallbackNone
+}
+
+// addOwnerStats folds one reply into the trace. Called with op.mu held.
+func (op *Operation) addOwnerStats(st *ownerStats, call time.Duration) {
+	t := &op.trace
+	t.Call += call
+	t.Control += max(call-st.handler, 0)
+	t.Decode += st.decode
+	if st.dir == OpRead {
+		t.Pack += st.pack
+	} else {
+		t.Scatter += st.pack
+	}
+	if t.Waves == 0 {
+		t.OwnerFill = st.fill
+	}
+	if st.dir == OpRead {
+		t.Window = max(t.Window, st.window)
+	} else {
+		t.Window += st.window
+	}
+	t.Chunks += int(st.chunks)
+	t.ChunkBytes = int64(st.chunk)
+	t.Slots = int(st.slots)
+	t.PackWorkers = int(st.workers)
+	t.StagingPeak = max(t.StagingPeak, int64(st.peak))
+	t.Waves++
+}
+
+// gatherWrite stages the payload in waves of at most slots*chunk bytes
+// and has the owner read and scatter each wave.
+func (op *Operation) gatherWrite() (error, Fallback) {
+	stg := op.e.cfg.Staging
+	pool, key := stg.Pool(), stg.Region().Key()
+	waveBytes := op.chunk * int64(op.slots)
+	local := op.sop.Local.Bytes()[op.sop.LocalOff : op.sop.LocalOff+op.sop.Plan.SrcExtent]
+	plan := op.gatherPlan()
+	var rows rowCursor
+	var rng rangeCursor
+	if plan.Form == planfmt.FormRows {
+		rows.init(plan, local, op.geom.Skipped > 0)
+	} else {
+		rng.init(plan.Ranges)
+	}
+	runs := runCursor{runs: op.runs}
+	var stream uint64
+	var packTime time.Duration
+	for wave := 0; ; wave++ {
+		if plan.Form == planfmt.FormRows && rows.done() || plan.Form != planfmt.FormRows && rng.done() {
+			break
+		}
+		if err := op.ctx.Err(); err != nil {
+			return err, FallbackAborted
+		}
+		lease, err := pool.AcquireTimeout(int(waveBytes), op.e.cfg.StagingTimeout)
+		if err != nil {
+			return fmt.Errorf("verbs: write staging: %w", err), FallbackExhausted
+		}
+		buf := lease.Bytes()
+		cid := stage.ChunkID(op.id, wave)
+		stage.Begin(cid, stage.Pack)
+		t := time.Now()
+		var n int
+		if plan.Form == planfmt.FormRows {
+			n = rows.packInto(buf)
+		} else {
+			n = rng.packInto(buf, local)
+		}
+		packTime += time.Since(t)
+		stage.End(cid, stage.Pack, uint64(n))
+		ranges := op.wave[:0]
+		runs.each(stream, stream+uint64(n), func(dst, at, l uint64) {
+			ranges = append(ranges, planfmt.Range{Src: at - stream, Dst: dst, Len: l})
+		})
+		op.cmd = planfmt.Command{
+			OpID: op.id, Dir: planfmt.Write,
+			Src:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: uint64(n)},
+			Dst:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.DstExtent},
+			Chunk: uint64(op.chunk), Pipeline: uint32(op.slots),
+			Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(n), DstExtent: op.sop.Plan.DstExtent, Ranges: ranges},
+		}
+		op.cmdBuf, err = planfmt.AppendCommand(op.cmdBuf[:0], &op.cmd)
+		op.cmd.Plan = planfmt.Plan{}
+		op.wave = ranges[:0]
+		var st ownerStats
+		var d time.Duration
+		if err == nil {
+			d, err = op.call(op.cmdBuf, &st)
+		}
+		// The owner has read the wave (or given up) when the call returns.
+		class := lease.Class()
+		_ = lease.Release()
+		if err != nil {
+			return err, classify(err)
+		}
+		if st.dir != OpWrite || st.payload != uint64(n) {
+			return &WireError{Message: "reply", Field: "payload",
+				Reason: fmt.Sprintf("%s of %d bytes for a WRITE wave of %d", st.dir, st.payload, n)}, FallbackAborted
+		}
+		op.mu.Lock()
+		op.addOwnerStats(&st, d)
+		op.trace.StagingPeak = max(op.trace.StagingPeak, int64(class))
+		op.mu.Unlock()
+		stream += uint64(n)
+	}
+	op.mu.Lock()
+	op.trace.Pack += packTime
+	op.mu.Unlock()
+	return nil, FallbackNone
+}

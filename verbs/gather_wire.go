@@ -1,0 +1,271 @@
+package verbs
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Control methods of the gather service (see the package doc, # Format).
+const (
+	// MethodGatherInfo asks a segment's gather service for its capability:
+	// the owner's packing calibration, staging limits and the requester's
+	// exposed regions as the owner sees them. A segment without a gather
+	// service answers it with ErrNotSupported.
+	MethodGatherInfo uint16 = 0x4701
+	// MethodGather carries one planfmt command (READ: the owner packs its
+	// source window into the requester's exposed destination; WRITE: the
+	// owner reads the requester's staged bytes and scatters them into its
+	// destination window) and answers with the owner's stage timings.
+	MethodGather uint16 = 0x4702
+)
+
+// Sizes and versions of the gather wire messages.
+const (
+	gatherWireVersion = 1
+	infoFixedSize     = 56
+	infoEntrySize     = 24
+	replySize         = 88
+	// maxInfoExposures bounds the exposures an info reply lists.
+	maxInfoExposures = 1024
+)
+
+var (
+	infoMagic  = [4]byte{'S', 'K', 'G', 'I'}
+	replyMagic = [4]byte{'S', 'K', 'G', 'R'}
+)
+
+// OwnerInfo is the gather service's answer to MethodGatherInfo: what the
+// requester's cost model needs to know about the owner.
+type OwnerInfo struct {
+	// BMem and RCopy are the owner's packing calibration per pack worker:
+	// streaming copy bandwidth (bytes/s) and small-copy rate (spans/s).
+	BMem, RCopy float64
+	// PackWorkers is how many goroutines pack one chunk at most; the cost
+	// model's pipeline width P is capped by it.
+	PackWorkers int
+	// MaxSlots is the most staging slots one command may hold (the
+	// command's pipeline width).
+	MaxSlots int
+	// StagingBudget is the most staging bytes one command may hold
+	// (slots times chunk size).
+	StagingBudget int64
+	// MinChunk and MaxChunk bound the chunk size: the staging pool's
+	// smallest and largest size class.
+	MinChunk, MaxChunk int64
+	// Exposed lists the regions the requester exposed on this connection
+	// (Peer.Remote on the owner). Names are not carried.
+	Exposed []RegionInfo
+}
+
+// exposed reports whether the region with key k is exposed with access a.
+func (o *OwnerInfo) exposed(k Key, a Access, need uint64) bool {
+	for _, r := range o.Exposed {
+		if r.Key == k && r.Access.Has(a) && r.Len >= need {
+			return true
+		}
+	}
+	return false
+}
+
+// appendInfo appends the encoding of o (see # Format).
+func appendInfo(dst []byte, o *OwnerInfo) []byte {
+	n := min(len(o.Exposed), maxInfoExposures)
+	var h [infoFixedSize]byte
+	copy(h[0:4], infoMagic[:])
+	h[4] = gatherWireVersion
+	binary.LittleEndian.PutUint16(h[6:], uint16(n))
+	binary.LittleEndian.PutUint64(h[8:], math.Float64bits(o.BMem))
+	binary.LittleEndian.PutUint64(h[16:], math.Float64bits(o.RCopy))
+	binary.LittleEndian.PutUint64(h[24:], uint64(o.StagingBudget))
+	binary.LittleEndian.PutUint64(h[32:], uint64(o.MaxChunk))
+	binary.LittleEndian.PutUint64(h[40:], uint64(o.MinChunk))
+	binary.LittleEndian.PutUint32(h[48:], uint32(o.MaxSlots))
+	binary.LittleEndian.PutUint32(h[52:], uint32(o.PackWorkers))
+	dst = append(dst, h[:]...)
+	for _, r := range o.Exposed[:n] {
+		var e [infoEntrySize]byte
+		binary.LittleEndian.PutUint64(e[0:], uint64(r.Key))
+		binary.LittleEndian.PutUint64(e[8:], r.Len)
+		e[16] = byte(r.Access)
+		dst = append(dst, e[:]...)
+	}
+	return dst
+}
+
+// decodeInfo decodes an info reply into o, reusing o.Exposed.
+func decodeInfo(o *OwnerInfo, b []byte) error {
+	bad := func(field, reason string) error {
+		return &WireError{Message: "info", Field: field, Reason: reason}
+	}
+	if len(b) < infoFixedSize {
+		return bad("length", fmt.Sprintf("%d bytes, at least %d", len(b), infoFixedSize))
+	}
+	if [4]byte(b[0:4]) != infoMagic {
+		return bad("magic", "not SKGI")
+	}
+	if b[4] != gatherWireVersion {
+		return bad("version", fmt.Sprintf("%d, want %d", b[4], gatherWireVersion))
+	}
+	if b[5] != 0 {
+		return bad("reserved", "not zero")
+	}
+	n := int(binary.LittleEndian.Uint16(b[6:]))
+	if n > maxInfoExposures || len(b) != infoFixedSize+n*infoEntrySize {
+		return bad("count", fmt.Sprintf("%d exposures in %d bytes", n, len(b)))
+	}
+	var v OwnerInfo
+	v.BMem = math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
+	v.RCopy = math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))
+	v.StagingBudget = int64(binary.LittleEndian.Uint64(b[24:]))
+	v.MaxChunk = int64(binary.LittleEndian.Uint64(b[32:]))
+	v.MinChunk = int64(binary.LittleEndian.Uint64(b[40:]))
+	v.MaxSlots = int(binary.LittleEndian.Uint32(b[48:]))
+	v.PackWorkers = int(binary.LittleEndian.Uint32(b[52:]))
+	switch {
+	case !(v.BMem > 0) || math.IsInf(v.BMem, 0):
+		return bad("BMem", "not a positive finite rate")
+	case !(v.RCopy > 0) || math.IsInf(v.RCopy, 0):
+		return bad("RCopy", "not a positive finite rate")
+	case v.StagingBudget < 1 || v.MinChunk < 1 || v.MaxChunk < v.MinChunk || v.MaxChunk > v.StagingBudget:
+		return bad("staging", "budget and chunk bounds inconsistent")
+	case v.MaxSlots < 1 || v.PackWorkers < 1 || v.MaxSlots > 1<<16 || v.PackWorkers > 1<<16:
+		return bad("workers", "slots or pack workers out of range")
+	}
+	v.Exposed = o.Exposed[:0]
+	for i := range n {
+		e := b[infoFixedSize+i*infoEntrySize:]
+		a := Access(e[16])
+		if !a.Valid() || [7]byte(e[17:24]) != [7]byte{} {
+			return bad("exposure", fmt.Sprintf("entry %d malformed", i))
+		}
+		v.Exposed = append(v.Exposed, RegionInfo{Key: Key(binary.LittleEndian.Uint64(e[0:])),
+			Len: binary.LittleEndian.Uint64(e[8:]), Access: a})
+	}
+	*o = v
+	return nil
+}
+
+// ownerStats is the gather service's reply to MethodGather: the owner's
+// stage timings for one command (see # Format).
+type ownerStats struct {
+	dir     Op
+	decode  time.Duration // decode and validation
+	pack    time.Duration // READ: packing into staging; WRITE: scatter
+	window  time.Duration // first bulk post to last completion
+	handler time.Duration // receipt of the command to the reply
+	fill    time.Duration // receipt of the command to the first bulk post
+	payload uint64
+	peak    uint64 // staging bytes held at once
+	chunk   uint64 // chunk size used
+	chunks  uint32
+	slots   uint32 // staging slots used (pipeline width)
+	workers uint32 // pack workers used
+}
+
+// appendReply appends the encoding of s.
+func appendReply(dst []byte, s *ownerStats) []byte {
+	var b [replySize]byte
+	copy(b[0:4], replyMagic[:])
+	b[4] = gatherWireVersion
+	b[5] = byte(s.dir)
+	for i, d := range [...]time.Duration{s.decode, s.pack, s.window, s.handler, s.fill} {
+		binary.LittleEndian.PutUint64(b[8+8*i:], uint64(max(d, 0)))
+	}
+	binary.LittleEndian.PutUint64(b[48:], s.payload)
+	binary.LittleEndian.PutUint64(b[56:], s.peak)
+	binary.LittleEndian.PutUint64(b[64:], s.chunk)
+	binary.LittleEndian.PutUint32(b[72:], s.chunks)
+	binary.LittleEndian.PutUint32(b[76:], s.slots)
+	binary.LittleEndian.PutUint32(b[80:], s.workers)
+	return append(dst, b[:]...)
+}
+
+// decodeReply decodes a gather reply.
+func decodeReply(s *ownerStats, b []byte) error {
+	bad := func(field, reason string) error {
+		return &WireError{Message: "reply", Field: field, Reason: reason}
+	}
+	if len(b) != replySize {
+		return bad("length", fmt.Sprintf("%d bytes, want %d", len(b), replySize))
+	}
+	if [4]byte(b[0:4]) != replyMagic {
+		return bad("magic", "not SKGR")
+	}
+	if b[4] != gatherWireVersion {
+		return bad("version", fmt.Sprintf("%d, want %d", b[4], gatherWireVersion))
+	}
+	if d := Op(b[5]); d != OpRead && d != OpWrite {
+		return bad("direction", fmt.Sprintf("%d", b[5]))
+	}
+	if b[6] != 0 || b[7] != 0 {
+		return bad("reserved", "not zero")
+	}
+	var v ownerStats
+	v.dir = Op(b[5])
+	for i, d := range [...]*time.Duration{&v.decode, &v.pack, &v.window, &v.handler, &v.fill} {
+		x := binary.LittleEndian.Uint64(b[8+8*i:])
+		if x > math.MaxInt64 {
+			return bad("duration", "negative")
+		}
+		*d = time.Duration(x)
+	}
+	v.payload = binary.LittleEndian.Uint64(b[48:])
+	v.peak = binary.LittleEndian.Uint64(b[56:])
+	v.chunk = binary.LittleEndian.Uint64(b[64:])
+	v.chunks = binary.LittleEndian.Uint32(b[72:])
+	v.slots = binary.LittleEndian.Uint32(b[76:])
+	v.workers = binary.LittleEndian.Uint32(b[80:])
+	if [4]byte(b[84:88]) != [4]byte{} {
+		return bad("reserved", "not zero")
+	}
+	*s = v
+	return nil
+}
+
+// GatherCode classifies why the gather service refused or abandoned a
+// command. It travels in the error text of a [*CallError] (see # Format)
+// so the requester can tell a refusal from exhaustion.
+type GatherCode uint8
+
+const (
+	// GatherRefused: the command failed validation (decode, bounds,
+	// keys, access, overlap, limits). Nothing was read or written.
+	GatherRefused GatherCode = 1
+	// GatherExhausted: no staging slot was free within the owner's
+	// deadline. Nothing was written.
+	GatherExhausted GatherCode = 2
+	// GatherAborted: a transfer failed after the command started (the
+	// requester's region vanished, the connection ended); some bytes of
+	// the destination may have been written.
+	GatherAborted GatherCode = 3
+)
+
+var gatherCodeNames = [...]string{GatherRefused: "refused", GatherExhausted: "exhausted", GatherAborted: "aborted"}
+
+// String returns the code's wire name ("refused").
+func (c GatherCode) String() string {
+	if int(c) < len(gatherCodeNames) && gatherCodeNames[c] != "" {
+		return gatherCodeNames[c]
+	}
+	return fmt.Sprintf("GatherCode(%d)", uint8(c))
+}
+
+// gatherErrPrefix starts the error text of every gather service error.
+const gatherErrPrefix = "verbs: gather "
+
+// parseGatherCode recovers the code from a handler's error text.
+func parseGatherCode(msg string) (GatherCode, bool) {
+	rest, ok := strings.CutPrefix(msg, gatherErrPrefix)
+	if !ok {
+		return 0, false
+	}
+	for c := GatherRefused; c <= GatherAborted; c++ {
+		if strings.HasPrefix(rest, c.String()+":") {
+			return c, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,164 @@
+package verbs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+)
+
+var updateWireSeeds = flag.Bool("gatherwire.update-seeds", false, "rewrite testdata/fuzz/FuzzGatherWire seeds")
+
+func sampleInfo() OwnerInfo {
+	return OwnerInfo{BMem: 9.5e9, RCopy: 12.25e6, PackWorkers: 2, MaxSlots: 8, StagingBudget: 32 << 20,
+		MinChunk: 64 << 10, MaxChunk: 16 << 20, Exposed: []RegionInfo{
+			{Key: 0x1122334455667788, Len: 1 << 20, Access: AccessLocal | AccessRemoteWrite},
+			{Key: 0x0102030405060708, Len: 4096, Access: AccessRemoteRead}}}
+}
+
+func sampleReply() ownerStats {
+	return ownerStats{dir: OpRead, decode: 310 * time.Microsecond, pack: 12 * time.Millisecond,
+		window: 14 * time.Millisecond, handler: 15 * time.Millisecond, fill: 900 * time.Microsecond,
+		payload: 25952256, peak: 4 << 20, chunk: 512 << 10, chunks: 50, slots: 8, workers: 2}
+}
+
+func TestInfoRoundTrip(t *testing.T) {
+	in := sampleInfo()
+	b := appendInfo([]byte("prefix"), &in)
+	require.Equal(t, "prefix", string(b[:6]))
+	require.Len(t, b, 6+infoFixedSize+2*infoEntrySize)
+	var out OwnerInfo
+	require.NoError(t, decodeInfo(&out, b[6:]))
+	require.Empty(t, cmp.Diff(in, out))
+	require.True(t, out.exposed(0x1122334455667788, AccessRemoteWrite, 1<<20))
+	require.False(t, out.exposed(0x1122334455667788, AccessRemoteWrite, 1<<20+1))
+	require.False(t, out.exposed(0x0102030405060708, AccessRemoteWrite, 1))
+}
+
+func TestReplyRoundTrip(t *testing.T) {
+	in := sampleReply()
+	b := appendReply(nil, &in)
+	require.Len(t, b, replySize)
+	var out ownerStats
+	require.NoError(t, decodeReply(&out, b))
+	require.Equal(t, in, out)
+}
+
+func TestWireRejects(t *testing.T) {
+	info := sampleInfo()
+	good := appendInfo(nil, &info)
+	rs := sampleReply()
+	goodReply := appendReply(nil, &rs)
+	edit := func(src []byte, fn func(b []byte) []byte) []byte { return fn(bytes.Clone(src)) }
+	f64 := func(off int, v float64) func([]byte) []byte {
+		return func(b []byte) []byte { binary.LittleEndian.PutUint64(b[off:], math.Float64bits(v)); return b }
+	}
+	u64 := func(off int, v uint64) func([]byte) []byte {
+		return func(b []byte) []byte { binary.LittleEndian.PutUint64(b[off:], v); return b }
+	}
+	for _, tc := range []struct {
+		name  string
+		reply bool
+		msg   []byte
+		field string
+	}{
+		{"info-short", false, good[:infoFixedSize-1], "length"},
+		{"info-magic", false, edit(good, func(b []byte) []byte { b[0] = 'X'; return b }), "magic"},
+		{"info-version", false, edit(good, func(b []byte) []byte { b[4] = 2; return b }), "version"},
+		{"info-reserved", false, edit(good, func(b []byte) []byte { b[5] = 1; return b }), "reserved"},
+		{"info-count-long", false, edit(good, func(b []byte) []byte { b[6] = 3; return b }), "count"},
+		{"info-trailing", false, append(bytes.Clone(good), 0), "count"},
+		{"info-nan-bmem", false, edit(good, f64(8, math.NaN())), "BMem"},
+		{"info-inf-rcopy", false, edit(good, f64(16, math.Inf(1))), "RCopy"},
+		{"info-zero-budget", false, edit(good, u64(24, 0)), "staging"},
+		{"info-chunk-over-budget", false, edit(good, u64(32, 64<<20)), "staging"},
+		{"info-zero-slots", false, edit(good, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[48:], 0); return b }), "workers"},
+		{"info-bad-access", false, edit(good, func(b []byte) []byte { b[infoFixedSize+16] = 0x80; return b }), "exposure"},
+		{"info-entry-reserved", false, edit(good, func(b []byte) []byte { b[infoFixedSize+20] = 1; return b }), "exposure"},
+		{"reply-short", true, goodReply[:replySize-1], "length"},
+		{"reply-magic", true, edit(goodReply, func(b []byte) []byte { b[1] = 'x'; return b }), "magic"},
+		{"reply-version", true, edit(goodReply, func(b []byte) []byte { b[4] = 9; return b }), "version"},
+		{"reply-direction", true, edit(goodReply, func(b []byte) []byte { b[5] = 3; return b }), "direction"},
+		{"reply-reserved", true, edit(goodReply, func(b []byte) []byte { b[7] = 1; return b }), "reserved"},
+		{"reply-tail-reserved", true, edit(goodReply, func(b []byte) []byte { b[87] = 1; return b }), "reserved"},
+		{"reply-negative", true, edit(goodReply, u64(16, 1<<63)), "duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if tc.reply {
+				s := ownerStats{chunks: 77}
+				err = decodeReply(&s, tc.msg)
+				require.Equal(t, uint32(77), s.chunks, "destination changed on error")
+			} else {
+				o := OwnerInfo{MaxSlots: 77}
+				err = decodeInfo(&o, tc.msg)
+				require.Equal(t, 77, o.MaxSlots, "destination changed on error")
+			}
+			var we *WireError
+			require.ErrorAs(t, err, &we)
+			require.Equal(t, tc.field, we.Field)
+			require.ErrorIs(t, err, ErrProtocol)
+		})
+	}
+}
+
+func TestGatherErrorText(t *testing.T) {
+	for _, code := range []GatherCode{GatherRefused, GatherExhausted, GatherAborted} {
+		err := &GatherError{Code: code, Stage: "stage", Err: errors.New("cause")}
+		got, ok := parseGatherCode(err.Error())
+		require.True(t, ok, err.Error())
+		require.Equal(t, code, got)
+	}
+	_, ok := parseGatherCode("verbs: gather refusedx")
+	require.False(t, ok)
+	_, ok = parseGatherCode("something else")
+	require.False(t, ok)
+	require.ErrorIs(t, &GatherError{Code: GatherExhausted, Err: errors.New("x")}, ErrStagingExhausted)
+	require.ErrorIs(t, &GatherError{Code: GatherRefused, Err: ErrBounds}, ErrBounds)
+	require.Equal(t, "GatherCode(9)", GatherCode(9).String())
+}
+
+// FuzzGatherWire decodes arbitrary info and reply messages: the decoders
+// must not panic, and whatever they accept must re-encode to the same
+// bytes (the encodings are canonical).
+func FuzzGatherWire(f *testing.F) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzGatherWire")
+	if *updateWireSeeds {
+		require.NoError(f, os.MkdirAll(dir, 0o755))
+		info, reply := sampleInfo(), sampleReply()
+		for name, b := range map[string][]byte{
+			"info":     append([]byte{0}, appendInfo(nil, &info)...),
+			"reply":    append([]byte{1}, appendReply(nil, &reply)...),
+			"info-bad": append([]byte{0}, "SKGI\x01\x00\x00\x00"...),
+		} {
+			body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
+			require.NoError(f, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		msg := data[1:]
+		if data[0]&1 == 0 {
+			var o OwnerInfo
+			if decodeInfo(&o, msg) == nil {
+				require.Equal(t, msg, appendInfo(nil, &o))
+			}
+			return
+		}
+		var s ownerStats
+		if decodeReply(&s, msg) == nil {
+			require.Equal(t, msg, appendReply(nil, &s))
+		}
+	})
+}

@@ -1,0 +1,141 @@
+package frame
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// Handshake constants.
+const (
+	Magic      = 0x31564b53 // "SKV1" little-endian
+	Version    = 1
+	MaxRegions = 252 // SCM_RIGHTS carries at most 253 fds; shm adds a probe region
+
+	helloFixed  = 48
+	regionFixed = 18
+)
+
+// Hello is the body of HELLO (requester: Lanes, QueueDepth, exposed
+// Regions) and WELCOME (owner: ConnID, Token, probe region, exported
+// Regions) frames. Unused fields are zero.
+type Hello struct {
+	Lanes      uint16
+	QueueDepth uint32
+	ConnID     uint64
+	Token      uint64
+	ProbeKey   verbs.Key
+	ProbeLen   uint64
+	Regions    []verbs.RegionInfo
+}
+
+// HelloSize returns the encoded size of h.
+func HelloSize(h *Hello) int {
+	n := helloFixed
+	for _, r := range h.Regions {
+		n += regionFixed + len(r.Name)
+	}
+	return n
+}
+
+// AppendHello appends the encoding of h to dst. Names longer than
+// verbs.MaxNameLen must have been rejected by the caller.
+func AppendHello(dst []byte, h *Hello) []byte {
+	var b [helloFixed]byte
+	binary.LittleEndian.PutUint32(b[0:], Magic)
+	binary.LittleEndian.PutUint16(b[4:], Version)
+	binary.LittleEndian.PutUint16(b[6:], h.Lanes)
+	binary.LittleEndian.PutUint32(b[8:], h.QueueDepth)
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(h.Regions)))
+	binary.LittleEndian.PutUint64(b[16:], h.ConnID)
+	binary.LittleEndian.PutUint64(b[24:], h.Token)
+	binary.LittleEndian.PutUint64(b[32:], uint64(h.ProbeKey))
+	binary.LittleEndian.PutUint64(b[40:], h.ProbeLen)
+	dst = append(dst, b[:]...)
+	for _, r := range h.Regions {
+		var e [regionFixed]byte
+		binary.LittleEndian.PutUint64(e[0:], uint64(r.Key))
+		binary.LittleEndian.PutUint64(e[8:], r.Len)
+		e[16] = byte(r.Access)
+		e[17] = byte(len(r.Name))
+		dst = append(dst, e[:]...)
+		dst = append(dst, r.Name...)
+	}
+	return dst
+}
+
+// DecodeHello decodes b into h, reusing h.Regions. It rejects a wrong
+// magic or version, more than MaxRegions regions, a zero key or length,
+// access without a remote bit or with unknown bits, empty names, duplicate
+// keys or names, a probe length without a key (or the reverse), and
+// trailing bytes.
+func DecodeHello(h *Hello, b []byte) error {
+	if len(b) < helloFixed {
+		return bad("handshake", "short body")
+	}
+	if m := binary.LittleEndian.Uint32(b[0:]); m != Magic {
+		return bad("handshake", fmt.Sprintf("bad magic %#x", m))
+	}
+	if v := binary.LittleEndian.Uint16(b[4:]); v != Version {
+		return bad("handshake", fmt.Sprintf("unsupported version %d", v))
+	}
+	h.Lanes = binary.LittleEndian.Uint16(b[6:])
+	h.QueueDepth = binary.LittleEndian.Uint32(b[8:])
+	count := binary.LittleEndian.Uint32(b[12:])
+	h.ConnID = binary.LittleEndian.Uint64(b[16:])
+	h.Token = binary.LittleEndian.Uint64(b[24:])
+	h.ProbeKey = verbs.Key(binary.LittleEndian.Uint64(b[32:]))
+	h.ProbeLen = binary.LittleEndian.Uint64(b[40:])
+	if count > MaxRegions {
+		return bad("handshake", fmt.Sprintf("%d regions, at most %d", count, MaxRegions))
+	}
+	if (h.ProbeKey == 0) != (h.ProbeLen == 0) {
+		return bad("handshake", "probe key and length disagree")
+	}
+	h.Regions = h.Regions[:0]
+	p := b[helloFixed:]
+	for i := uint32(0); i < count; i++ {
+		if len(p) < regionFixed {
+			return bad("handshake", "truncated region table")
+		}
+		r := verbs.RegionInfo{
+			Key:    verbs.Key(binary.LittleEndian.Uint64(p[0:])),
+			Len:    binary.LittleEndian.Uint64(p[8:]),
+			Access: verbs.Access(p[16]),
+		}
+		nl := int(p[17])
+		p = p[regionFixed:]
+		if len(p) < nl {
+			return bad("handshake", "truncated region name")
+		}
+		switch {
+		case r.Key == 0:
+			return bad("handshake", "region with key 0")
+		case r.Key == h.ProbeKey:
+			return bad("handshake", "region key equals probe key")
+		case r.Len == 0:
+			return bad("handshake", "region of 0 bytes")
+		case !r.Access.Valid() || r.Access&(verbs.AccessRemoteRead|verbs.AccessRemoteWrite) == 0:
+			return bad("handshake", fmt.Sprintf("region access %s", r.Access))
+		case nl == 0:
+			return bad("handshake", "region without a name")
+		}
+		name := p[:nl]
+		p = p[nl:]
+		for _, o := range h.Regions {
+			if o.Key == r.Key {
+				return bad("handshake", "duplicate region key")
+			}
+			if o.Name == string(name) {
+				return bad("handshake", "duplicate region name")
+			}
+		}
+		r.Name = string(name)
+		h.Regions = append(h.Regions, r)
+	}
+	if len(p) != 0 {
+		return bad("handshake", fmt.Sprintf("%d trailing bytes", len(p)))
+	}
+	return nil
+}

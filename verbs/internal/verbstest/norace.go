@@ -1,0 +1,5 @@
+//go:build !race
+
+package verbstest
+
+const raceEnabled = false

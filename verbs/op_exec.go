@@ -1,0 +1,546 @@
+package verbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/scatterkit/scatterkit/costmodel"
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs/stage"
+)
+
+// Operation is a submitted scatter operation. Wait for its result once:
+// when Wait returns the result, the Operation goes back to the engine for
+// reuse and must not be touched again. (If Wait returns because its own
+// context ended, the operation keeps running and Wait may be called
+// again.)
+type Operation struct {
+	e    *Engine
+	cs   *connState
+	ctx  context.Context
+	id   uint64
+	sop  ScatterOp
+	t0   time.Time
+	norm planfmt.Normalized
+	geom planfmt.Geometry
+
+	chosen, mode Mode
+	dec          costmodel.Decision
+	split        costmodel.SplitDecision
+	bucketModes  [64]costmodel.Mode // hybrid: mode of spans by log2 size
+	chunk        int64              // gather chunk size C
+	slots        int                // gather staging slots P
+
+	primary, fallback directPart
+	sub               []planfmt.Range // hybrid: the gathered spans
+	wave              []planfmt.Range // WRITE gather: one wave's command ranges
+	subPlan           planfmt.Plan
+	runs              []planfmt.Run
+	cmd               planfmt.Command
+	cmdBuf, respBuf   []byte
+
+	mu        sync.Mutex
+	parts     int
+	err       error
+	gatherErr error
+	fb        Fallback
+	trace     Trace
+	lastData  time.Time
+	res       Result
+	done      chan struct{}
+}
+
+// reset drops references so an idle state pins nothing of the caller.
+func (op *Operation) reset() {
+	op.cs, op.ctx, op.sop = nil, nil, ScatterOp{}
+	op.primary.op, op.fallback.op = nil, nil
+	op.primary.wrs, op.fallback.wrs = op.primary.wrs[:0], op.fallback.wrs[:0]
+	op.sub, op.runs, op.wave = op.sub[:0], op.runs[:0], op.wave[:0]
+	op.cmd.Plan = planfmt.Plan{}
+	op.subPlan = planfmt.Plan{}
+	op.err, op.gatherErr = nil, nil
+	op.res = Result{}
+	op.dec, op.split = costmodel.Decision{}, costmodel.SplitDecision{}
+}
+
+// Submit starts op and returns without waiting for its transfers: direct
+// requests are posted (as many as the queue takes), a gather command is
+// handed to its own goroutine. Invalid input returns an error at once
+// and starts nothing. ctx bounds the whole operation: when it ends, the
+// operation stops posting and fails once its requests in flight have
+// completed.
+func (e *Engine) Submit(ctx context.Context, op *ScatterOp) (*Operation, error) {
+	return e.submit(ctx, op, false)
+}
+
+// Do runs op and waits for its result. It runs a gather command on the
+// calling goroutine.
+func (e *Engine) Do(ctx context.Context, op *ScatterOp) (Result, error) {
+	o, err := e.submit(ctx, op, true)
+	if err != nil {
+		return Result{}, err
+	}
+	return o.Wait(context.Background()) // ctx ends the operation itself
+}
+
+// Wait waits for the operation's result. A failed operation returns an
+// *OpError; its Result still describes what was planned. If ctx ends
+// first, Wait returns ctx.Err() and the operation keeps running.
+func (op *Operation) Wait(ctx context.Context) (Result, error) {
+	select {
+	case <-op.done:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	now := time.Now()
+	res := op.res
+	res.Trace.Total = now.Sub(op.t0)
+	if !op.lastData.IsZero() {
+		res.Trace.Complete = now.Sub(op.lastData)
+	}
+	stage.End(op.id, stage.Complete, 0)
+	stage.End(op.id, stage.Op, res.Bytes)
+	var err error
+	if op.err != nil {
+		err = &OpError{OpID: op.id, Mode: res.Mode, Err: op.err, Gather: op.gatherErr}
+	}
+	op.e.putOp(op)
+	return res, err
+}
+
+// checkOp validates a ScatterOp before anything starts.
+func checkOp(op *ScatterOp) error {
+	bad := func(field, reason string) error { return &InvalidOpError{Field: field, Reason: reason} }
+	switch {
+	case op == nil:
+		return bad("op", "nil")
+	case op.Conn == nil:
+		return bad("Conn", "nil")
+	case op.Plan == nil:
+		return bad("Plan", "nil")
+	case op.Local == nil:
+		return bad("Local", "nil")
+	case op.Dir != OpRead && op.Dir != OpWrite:
+		return bad("Dir", fmt.Sprintf("%v is neither OpRead nor OpWrite", op.Dir))
+	case op.Mode > ModeHybrid:
+		return bad("Mode", op.Mode.String())
+	case !op.Local.Access().Has(AccessLocal):
+		return bad("Local", "region lacks AccessLocal")
+	case op.Remote.Key == 0:
+		return bad("Remote.Key", "zero")
+	}
+	need, remoteExt, localExt := AccessRemoteRead, op.Plan.SrcExtent, op.Plan.DstExtent
+	if op.Dir == OpWrite {
+		need, remoteExt, localExt = AccessRemoteWrite, op.Plan.DstExtent, op.Plan.SrcExtent
+	}
+	if !op.Remote.Access.Has(need) {
+		return bad("Remote.Access", fmt.Sprintf("%v lacks %v", op.Remote.Access, need))
+	}
+	if !fits(op.RemoteOff, remoteExt, op.Remote.Len) {
+		return bad("RemoteOff", fmt.Sprintf("extent of %d bytes at %d exceeds the remote region's %d", remoteExt, op.RemoteOff, op.Remote.Len))
+	}
+	if !fits(op.LocalOff, localExt, uint64(op.Local.Len())) {
+		return bad("LocalOff", fmt.Sprintf("extent of %d bytes at %d exceeds the local region's %d", localExt, op.LocalOff, op.Local.Len()))
+	}
+	return nil
+}
+
+// fits reports whether [off, off+n) lies inside [0, size).
+func fits(off, n, size uint64) bool { return off <= size && n <= size-off }
+
+func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Operation, error) {
+	t0 := time.Now()
+	if err := checkOp(sop); err != nil {
+		return nil, err
+	}
+	cs, err := e.conn(sop.Conn)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("verbs: engine: %w", ErrClosed)
+	}
+	e.active.Add(1)
+	e.mu.Unlock()
+
+	op := e.getOp()
+	op.cs, op.ctx, op.sop, op.t0 = cs, ctx, *sop, t0
+	op.id = e.nextID.Add(1)
+	op.fb, op.lastData = FallbackNone, time.Time{}
+	op.trace = Trace{OpID: op.id, Start: t0}
+	stage.Begin(op.id, stage.Op)
+	stage.Begin(op.id, stage.Plan)
+	if err := planfmt.Normalize(&op.norm, sop.Plan); err != nil {
+		stage.End(op.id, stage.Plan, 0)
+		stage.End(op.id, stage.Op, 0)
+		e.active.Done()
+		e.putOp(op)
+		return nil, fmt.Errorf("verbs: scatter op: %w", err)
+	}
+	op.geom = op.norm.Geometry()
+	op.trace.Payload = op.geom.Bytes
+	op.decide()
+	if op.mode == ModeGather || op.mode == ModeHybrid {
+		op.prepareGather()
+	}
+	op.trace.Plan = time.Since(t0)
+	stage.End(op.id, stage.Plan, 0)
+	op.launch(inline)
+	return op, nil
+}
+
+// decide picks the mode (and for gather the chunk size and slots).
+func (op *Operation) decide() {
+	want := op.sop.Mode
+	op.chosen, op.mode = ModeDirect, ModeDirect
+	if op.geom.Bytes == 0 || want == ModeDirect {
+		return
+	}
+	if want == ModeAuto {
+		op.chosen = ModeAuto // settled below
+	} else {
+		op.chosen = want
+	}
+	info, err := op.cs.ownerInfo(op.ctx)
+	if err != nil {
+		op.noGather(FallbackNoService, err)
+		return
+	}
+	if fb := op.gatherable(info); fb != FallbackNone {
+		op.noGather(fb, nil)
+		return
+	}
+	p := op.params(info)
+	g := costmodel.Geometry{S: int64(op.geom.Bytes), N: int64(op.geom.Fragments), M: int64(op.geom.Spans)}
+	var cand costmodel.Candidate
+	switch {
+	case op.sop.Plan.Form == planfmt.FormRanges && want != ModeGather && op.occupiedBuckets() > 1:
+		op.splitPlan(p, want == ModeHybrid)
+		cand = op.split.Pipeline
+	default:
+		op.dec = costmodel.Decide(p, g)
+		cand = op.dec.Gather
+		switch {
+		case want == ModeGather || want == ModeHybrid:
+			op.mode = ModeGather
+		case op.dec.Mode == costmodel.ModeGather && op.geom.Runs*uint64(op.e.cfg.MinRunFragments) <= op.geom.Fragments:
+			op.mode = ModeGather
+		}
+	}
+	if op.chosen == ModeAuto {
+		op.chosen = op.mode
+	}
+	if op.mode == ModeDirect {
+		return
+	}
+	if !op.shape(info, cand) {
+		op.noGather(FallbackUnsupported, nil)
+	}
+}
+
+// noGather records that gather cannot run and settles on direct.
+func (op *Operation) noGather(fb Fallback, err error) {
+	if op.chosen == ModeAuto {
+		op.chosen = ModeDirect
+	}
+	op.mode = ModeDirect
+	op.fb = fb
+	op.gatherErr = err
+}
+
+// gatherable checks what gather needs besides the cost model: the
+// destination (READ) or the engine's staging (WRITE) exposed on the
+// Conn, rows no larger than the owner's largest chunk.
+func (op *Operation) gatherable(info *OwnerInfo) Fallback {
+	if op.sop.Dir == OpRead {
+		if !info.exposed(op.sop.Local.Key(), AccessRemoteWrite, op.sop.LocalOff+op.sop.Plan.DstExtent) {
+			return FallbackNotExposed
+		}
+	} else {
+		st := op.e.cfg.Staging
+		if st == nil || !info.exposed(st.Region().Key(), AccessRemoteRead, uint64(st.Region().Len())) {
+			return FallbackNotExposed
+		}
+	}
+	if op.sop.Plan.Form == planfmt.FormRows {
+		r := int64(op.sop.Plan.Rows.RowSize)
+		if r > info.MaxChunk || (op.sop.Dir == OpWrite && r > int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)) {
+			return FallbackUnsupported
+		}
+	}
+	return FallbackNone
+}
+
+// params builds the cost model's inputs for this operation.
+func (op *Operation) params(info *OwnerInfo) costmodel.Params {
+	cfg := &op.e.cfg
+	lp := op.cs.conn.LinkParams()
+	p := costmodel.Params{
+		BNet: lp.Bandwidth, RPost: lp.PostRate, Q: max(lp.QueueDepth, 1), L: lp.RTT,
+		BMem: info.BMem, RCopy: info.RCopy,
+		TPlan: cfg.TPlan, TPlanPerSpan: cfg.TPlanPerSpan,
+		TDecode: cfg.TDecode, TDecodePerSpan: cfg.TDecodePerSpan,
+		TChunkFixed: cfg.TChunkFixed,
+		Epsilon:     cfg.Epsilon, Margin: cfg.Margin,
+		StagingBudget: info.StagingBudget,
+		MaxP:          max(1, min(cfg.MaxP, info.PackWorkers)),
+		MaxChunk:      info.MaxChunk,
+		ChunkSteps:    cfg.ChunkSteps,
+	}
+	if op.sop.Plan.Form == planfmt.FormRanges {
+		// The owner copies ranges on one goroutine; only rows are split
+		// over its pack workers.
+		p.MaxP = 1
+	}
+	// The command itself crosses the link before the owner starts.
+	// (EncodedCommandSize is O(1) for rows; ranges take at most 24 bytes
+	// each, a bound that avoids a pass over them.)
+	cmdBytes := int64(op.geom.Fragments+op.geom.Skipped) * 24
+	if op.sop.Plan.Form == planfmt.FormRows {
+		if n, err := planfmt.EncodedCommandSize(&planfmt.Command{Chunk: 1, Pipeline: 1, Dir: planfmt.Read,
+			Src: planfmt.Window{Len: op.sop.Plan.SrcExtent}, Dst: planfmt.Window{Len: op.sop.Plan.DstExtent},
+			Plan: *op.sop.Plan}); err == nil {
+			cmdBytes = int64(n)
+		}
+	}
+	p.TControl = lp.RTT
+	if lp.Bandwidth > 0 {
+		p.TControl += time.Duration(float64(cmdBytes) / lp.Bandwidth * 1e9)
+	}
+	if op.sop.Dir == OpWrite {
+		// The requester packs; the owner only moves whole chunks.
+		loc := op.e.local
+		p.BMem, p.RCopy = loc.BMem, loc.RCopy
+		ms := int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)
+		p.StagingBudget = min(p.StagingBudget, ms)
+		p.MaxChunk = min(p.MaxChunk, ms)
+		p.MaxP = 1 // one packer: the requester's goroutine
+		return op.directRate(p)
+	}
+	return op.directRate(op.cs.moving.Refresh(p))
+}
+
+// directRate sets the request rate the direct prediction uses: the rate
+// direct operations achieved on this Conn once there is one; before that
+// the probe's rate, capped by the small-copy rate (each direct fragment is
+// also a random copy on one goroutine somewhere).
+func (op *Operation) directRate(p costmodel.Params) costmodel.Params {
+	if r := op.cs.observedPostRate(); r > 0 {
+		p.RPost = r
+	} else if p.RCopy > 0 {
+		p.RPost = min(p.RPost, p.RCopy)
+	}
+	return p
+}
+
+// shape turns a gather candidate into the command's chunk size (a power of
+// two within the owner's chunk bounds, at least one row) and staging slots
+// (at least two when there are two chunks, so packing overlaps sending,
+// within the budget). It reports false when no shape fits.
+func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
+	if cand.C < 1 {
+		return false
+	}
+	s := int64(op.geom.Bytes)
+	if op.mode == ModeHybrid {
+		s = op.split.Gather.S
+	}
+	maxChunk := info.MaxChunk
+	budget := info.StagingBudget
+	if op.sop.Dir == OpWrite {
+		ms := int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)
+		maxChunk, budget = min(maxChunk, ms), min(budget, ms)
+	}
+	c := int64(1) << (bits.Len64(uint64(cand.C)) - 1)
+	c = max(min(c, maxChunk), info.MinChunk)
+	if s < c {
+		c = max(s, 1)
+	}
+	if op.sop.Plan.Form == planfmt.FormRows {
+		r := int64(op.sop.Plan.Rows.RowSize)
+		c = max(c, r)
+	}
+	if c > maxChunk || c > budget {
+		return false
+	}
+	// Staging slots: as many as the owner's limit and the budget allow
+	// (at least the model's pipeline width), so packing runs ahead of
+	// the link instead of waiting on each chunk's completion.
+	k := (s + c - 1) / c
+	slots := max(int64(cand.P), int64(info.MaxSlots))
+	slots = min(slots, budget/c, k)
+	op.chunk, op.slots = c, int(max(slots, 1))
+	op.trace.ChunkBytes, op.trace.Slots = op.chunk, op.slots
+	return true
+}
+
+// launch starts the transfers of the decided mode.
+func (op *Operation) launch(inline bool) {
+	switch op.mode {
+	case ModeGather:
+		op.parts = 1
+		if inline {
+			op.runGather()
+		} else {
+			go op.runGather()
+		}
+	case ModeHybrid:
+		// The gather part starts first, on its own goroutine: a backend
+		// that copies inside Post (shm) then moves the direct part on this
+		// goroutine while the owner packs.
+		op.parts = 2
+		go op.runGather()
+		op.submitReserved(&op.primary)
+	default:
+		op.parts = 1
+		id := op.cs.reserve(&op.primary)
+		wrs := op.primary.wrs[:0]
+		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
+			wrs = op.spanRequest(wrs, id, src, dst, n)
+			return true
+		})
+		op.primary.wrs = wrs
+		op.submitReserved(&op.primary)
+	}
+}
+
+// submitReserved submits a part whose requests carry the ID reserve gave.
+func (op *Operation) submitReserved(p *directPart) {
+	p.op = op
+	p.posted, p.outstanding, p.err, p.pending = 0, 0, nil, false
+	p.first, p.last = time.Time{}, time.Time{}
+	op.mu.Lock()
+	op.trace.DirectRequests += len(p.wrs)
+	op.mu.Unlock()
+	if len(p.wrs) == 0 {
+		op.cs.release(p)
+		op.directDone(p)
+		return
+	}
+	op.cs.submit(p)
+}
+
+// directDone is called when a direct part finished (all its requests
+// completed, or it failed and its requests in flight completed).
+func (op *Operation) directDone(p *directPart) {
+	op.mu.Lock()
+	if p.err != nil && op.err == nil {
+		op.err = p.err
+	}
+	if !p.first.IsZero() {
+		if w := p.last.Sub(p.first); w > op.trace.Window {
+			op.trace.Window = w
+		}
+	}
+	if p.last.After(op.lastData) {
+		op.lastData = p.last
+	}
+	op.parts--
+	last := op.parts == 0
+	op.mu.Unlock()
+	if last {
+		op.complete()
+	}
+}
+
+// gatherDone is called when the gather part ended. On failure it falls
+// back: the gathered spans are sent direct (rewriting whatever the gather
+// wrote), unless the operation's context ended.
+func (op *Operation) gatherDone(err error, fb Fallback) {
+	now := time.Now()
+	op.mu.Lock()
+	if now.After(op.lastData) {
+		op.lastData = now
+	}
+	if err == nil {
+		op.parts--
+		last := op.parts == 0
+		op.mu.Unlock()
+		if last {
+			op.complete()
+		}
+		return
+	}
+	op.fb, op.gatherErr = fb, err
+	if cerr := op.ctx.Err(); cerr != nil {
+		if op.err == nil {
+			op.err = cerr
+		}
+		op.parts--
+		last := op.parts == 0
+		op.mu.Unlock()
+		if last {
+			op.complete()
+		}
+		return
+	}
+	op.mu.Unlock()
+	// The gather part is replaced by its direct fallback.
+	p := &op.fallback
+	id := op.cs.reserve(p)
+	if op.mode == ModeHybrid {
+		p.wrs = op.rangeRequests(p.wrs[:0], id, op.sub)
+	} else {
+		wrs := p.wrs[:0]
+		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
+			wrs = op.spanRequest(wrs, id, src, dst, n)
+			return true
+		})
+		p.wrs = wrs
+	}
+	op.submitReserved(p)
+}
+
+// complete publishes the result.
+func (op *Operation) complete() {
+	stage.Begin(op.id, stage.Complete)
+	e := op.e
+	res := &op.res
+	res.Chosen = op.chosen
+	res.Mode = op.mode
+	if op.fb != FallbackNone && op.mode != ModeDirect {
+		res.Mode = ModeDirect // every byte went direct in the end
+	}
+	res.Bytes, res.Fragments, res.Spans = op.geom.Bytes, op.geom.Fragments, op.geom.Spans
+	sb := op.sop.SpanBytes[:0]
+	for _, c := range op.norm.Completions() {
+		sb = append(sb, c.Bytes)
+	}
+	res.SpanBytes = sb
+	res.Fallback = op.fb
+	res.FallbackErr = op.gatherErr
+	res.Decision, res.Split = op.dec, op.split
+	res.Trace = op.trace
+
+	e.stats.ops.Add(1)
+	if op.fb != FallbackNone {
+		e.stats.fallbacks[op.fb].Add(1)
+	}
+	if op.err != nil {
+		e.stats.failed.Add(1)
+	} else {
+		if res.Mode == ModeDirect && op.fb == FallbackNone {
+			op.cs.observeDirect(op.trace.DirectRequests, op.geom.Bytes, op.trace.Window)
+		}
+		e.stats.bytes.Add(op.geom.Bytes)
+		switch res.Mode {
+		case ModeGather:
+			e.stats.gather.Add(1)
+		case ModeHybrid:
+			e.stats.hybrid.Add(1)
+		default:
+			e.stats.direct.Add(1)
+		}
+	}
+	if op.err != nil && errors.Is(op.err, ErrClosed) {
+		op.cs.e.forget(op.cs)
+	}
+	e.active.Done()
+	op.done <- struct{}{}
+}

@@ -1,0 +1,369 @@
+package verbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs/stage"
+)
+
+// slot is one staging chunk of a running command.
+type slot struct {
+	lease       bufferpool.Lease
+	outstanding int  // its work requests in flight
+	busy        bool // holds data not yet sent (READ) or not yet scattered (WRITE)
+}
+
+// pipeline holds a command's staging slots (at most its P leases of C
+// bytes) and its work requests in flight on the Peer. Slot i's requests
+// carry ID i. The first slot is leased with the service's deadline; later
+// ones only if one is free at once, otherwise the command reuses its own
+// slots, so a command always makes progress once it holds one.
+type pipeline struct {
+	s        *GatherService
+	q        Queue
+	slots    []slot
+	chunk    int
+	max      int
+	comps    []Completion
+	inflight int
+	err      error     // first failed completion
+	first    time.Time // first bulk post
+	last     time.Time // last completion
+	peak     uint64
+	// freeOnDone: a slot stops being busy when its requests complete (READ:
+	// the WRITEs have sent it); otherwise the caller frees it (WRITE: after
+	// scattering the chunk its READ brought).
+	freeOnDone bool
+	// draining: no chunk needs a slot any more, so each is released as
+	// soon as it is idle.
+	draining bool
+}
+
+// drain switches to releasing slots as soon as they are idle, and
+// releases the idle ones now.
+func (pl *pipeline) drain() {
+	pl.draining = true
+	for i := range pl.slots {
+		pl.releaseIdle(i)
+	}
+}
+
+// releaseIdle returns slot i's lease if it holds one and is idle.
+func (pl *pipeline) releaseIdle(i int) {
+	sl := &pl.slots[i]
+	if pl.draining && !sl.busy && sl.outstanding == 0 && sl.lease != (bufferpool.Lease{}) {
+		_ = sl.lease.Release()
+		sl.lease = bufferpool.Lease{}
+	}
+}
+
+func (s *GatherService) newPipeline(q Queue, st *cmdState, c *command, freeOnDone bool) *pipeline {
+	st.pl = pipeline{s: s, q: q, slots: st.slots[:0], chunk: int(c.chunk), max: c.slots, comps: st.comps, freeOnDone: freeOnDone}
+	return &st.pl
+}
+
+// idle returns a slot that is not busy, leasing one when fewer than max
+// are held: the first with the deadline, others only if free at once. With
+// wait set and every slot busy it waits for completions; otherwise it
+// returns -1.
+func (pl *pipeline) idle(ctx context.Context, wait bool) (int, error) {
+	for {
+		for i := range pl.slots {
+			if !pl.slots[i].busy && pl.slots[i].lease != (bufferpool.Lease{}) {
+				return i, nil
+			}
+		}
+		if len(pl.slots) < pl.max {
+			var l bufferpool.Lease
+			var err error
+			if len(pl.slots) == 0 {
+				l, err = pl.s.cfg.Staging.Pool().AcquireTimeout(pl.chunk, pl.s.cfg.AcquireTimeout)
+				if err != nil {
+					return -1, &GatherError{Code: GatherExhausted, Stage: "staging", Err: err}
+				}
+			} else {
+				l, err = pl.s.cfg.Staging.Pool().TryAcquire(pl.chunk)
+			}
+			if err == nil {
+				pl.slots = append(pl.slots, slot{lease: l})
+				pl.peak += uint64(l.Class())
+				return len(pl.slots) - 1, nil
+			}
+		}
+		if !wait {
+			return -1, nil
+		}
+		if err := pl.wait(ctx, 1); err != nil {
+			return -1, err
+		}
+	}
+}
+
+// post posts wrs, all carrying slot i's ID, waiting for completions while
+// the Peer's queue is full.
+func (pl *pipeline) post(ctx context.Context, i int, wrs []WorkRequest) error {
+	pl.slots[i].busy = true
+	for len(wrs) > 0 {
+		n, err := pl.q.Post(wrs)
+		if n > 0 {
+			if pl.first.IsZero() {
+				pl.first = time.Now()
+			}
+			pl.slots[i].outstanding += n
+			pl.inflight += n
+			wrs = wrs[n:]
+		}
+		if len(wrs) == 0 {
+			break
+		}
+		if err != nil && !errors.Is(err, ErrQueueFull) {
+			return &GatherError{Code: GatherAborted, Stage: "post", Err: err}
+		}
+		if err := pl.wait(ctx, 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle accounts completions.
+func (pl *pipeline) handle(cs []Completion) {
+	now := time.Now()
+	for i := range cs {
+		c := &cs[i]
+		if c.ID >= uint64(len(pl.slots)) {
+			continue // not ours: cannot happen on a Peer of one call
+		}
+		sl := &pl.slots[c.ID]
+		sl.outstanding--
+		pl.inflight--
+		if sl.outstanding == 0 && pl.freeOnDone {
+			sl.busy = false
+			pl.releaseIdle(int(c.ID))
+		}
+		if c.Err != nil && pl.err == nil {
+			pl.err = &GatherError{Code: GatherAborted, Stage: "transfer", Err: c.Err}
+		}
+	}
+	clear(cs)
+	pl.last = now
+}
+
+// wait takes at least min completions (min <= inflight).
+func (pl *pipeline) wait(ctx context.Context, min int) error {
+	if pl.err != nil {
+		return pl.err
+	}
+	if pl.inflight == 0 {
+		return &GatherError{Code: GatherAborted, Stage: "pipeline", Err: fmt.Errorf("waiting with nothing in flight: %w", ErrInvalid)}
+	}
+	n, err := pl.q.Wait(ctx, pl.comps, min)
+	pl.handle(pl.comps[:n])
+	if err != nil {
+		return &GatherError{Code: GatherAborted, Stage: "transfer", Err: err}
+	}
+	return pl.err
+}
+
+// poll takes the completions available now.
+func (pl *pipeline) poll() error {
+	if pl.inflight > 0 {
+		n, err := pl.q.Poll(pl.comps)
+		pl.handle(pl.comps[:n])
+		if err != nil {
+			return &GatherError{Code: GatherAborted, Stage: "transfer", Err: err}
+		}
+	}
+	return pl.err
+}
+
+// finish waits for every request in flight (even after a failure: a
+// slot's memory may be in use until its requests complete) and releases
+// the leases.
+func (pl *pipeline) finish(st *cmdState) {
+	for pl.inflight > 0 {
+		n, err := pl.q.Wait(context.Background(), pl.comps, 1)
+		pl.handle(pl.comps[:n])
+		if err != nil {
+			// The queue ended: the transport has completed (and stopped
+			// using) everything that was posted.
+			break
+		}
+	}
+	for i := range pl.slots {
+		if l := pl.slots[i].lease; l != (bufferpool.Lease{}) {
+			_ = l.Release()
+		}
+		pl.slots[i] = slot{}
+	}
+	st.slots = pl.slots[:0]
+	pl.q, pl.s = nil, nil
+}
+
+// runRead packs the plan chunk by chunk into staging and WRITEs each
+// chunk's destination runs to the requester, packing chunk k+1 while
+// chunk k is in flight.
+func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *command, out *ownerStats) error {
+	plan := &st.cmd.Plan
+	runs := st.runs[:0]
+	st.norm.ForEachRun(func(dst, stream, n uint64) bool {
+		runs = append(runs, planfmt.Run{Dst: dst, Stream: stream, Len: n})
+		return true
+	})
+	st.runs = runs
+	var rows rowCursor
+	var rng rangeCursor
+	isRows := plan.Form == planfmt.FormRows
+	if isRows {
+		rows.init(plan, c.own, st.norm.Geometry().Skipped > 0)
+		rows.workers, rows.parallelMin = s.workers, s.cfg.ParallelMin
+		if s.workers != nil && c.chunk >= int64(s.cfg.ParallelMin) {
+			out.workers = uint32(s.workers.Len())
+		}
+	} else {
+		rng.init(plan.Ranges)
+	}
+	rc := runCursor{runs: st.runs}
+	pl := s.newPipeline(p, st, c, true)
+	defer pl.finish(st)
+	key := s.cfg.Staging.Region().Key()
+	total := st.norm.Geometry().Bytes
+	var stream uint64
+	var err error
+	for k := 0; stream < total; k++ {
+		var i int
+		if i, err = pl.idle(ctx, true); err != nil {
+			break
+		}
+		sl := &pl.slots[i]
+		buf := sl.lease.Bytes()[:c.chunk]
+		cid := stage.ChunkID(c.opID, k)
+		stage.Begin(cid, stage.Pack)
+		t := time.Now()
+		var n int
+		if isRows {
+			n = rows.packInto(buf)
+		} else {
+			n = rng.packInto(buf, c.own)
+		}
+		out.pack += time.Since(t)
+		stage.End(cid, stage.Pack, uint64(n))
+		base, off := stream, uint64(sl.lease.Offset())
+		wrs := st.wrs[:0]
+		rc.each(stream, stream+uint64(n), func(dst, at, l uint64) {
+			wrs = append(wrs, WorkRequest{ID: uint64(i), Op: OpWrite, Len: uint32(l), LocalKey: key,
+				LocalOff: off + (at - base), RemoteKey: c.peerKey, RemoteOff: c.peerOff + dst})
+		})
+		st.wrs = wrs
+		stream += uint64(n)
+		out.chunks++
+		if n == 0 {
+			// Only skipped rows: nothing to send.
+			continue
+		}
+		stage.Begin(cid, stage.Post)
+		if out.fill == 0 {
+			out.fill = time.Since(c.received)
+		}
+		err = pl.post(ctx, i, wrs)
+		stage.End(cid, stage.Post, uint64(n))
+		if err == nil {
+			err = pl.poll()
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		pl.drain()
+		for pl.inflight > 0 && err == nil {
+			err = pl.wait(ctx, pl.inflight)
+		}
+	}
+	out.window = pl.last.Sub(pl.first)
+	out.slots = uint32(len(pl.slots))
+	out.peak = pl.peak
+	return err
+}
+
+// runWrite READs the requester's staged stream chunk by chunk into
+// staging (up to P chunks in flight) and scatters each chunk, in order,
+// into the owner's destination window.
+func (s *GatherService) runWrite(ctx context.Context, p Peer, st *cmdState, c *command, out *ownerStats) error {
+	g := st.norm.Geometry()
+	pl := s.newPipeline(p, st, c, false)
+	defer pl.finish(st)
+	var rng rangeCursor
+	rng.init(st.cmd.Plan.Ranges)
+	key := s.cfg.Staging.Region().Key()
+	lo, hi := g.SrcLo, g.SrcHi
+	k := (hi - lo + uint64(c.chunk) - 1) / uint64(c.chunk)
+	if cap(st.order) < c.slots {
+		st.order = make([]int, c.slots)
+	}
+	order := st.order[:c.slots]
+	chunkAt := func(j uint64) (at, n uint64) {
+		at = lo + j*uint64(c.chunk)
+		return at, min(uint64(c.chunk), hi-at)
+	}
+	var issued, done uint64
+	var err error
+	for done < k && err == nil {
+		// Keep up to P chunk READs in flight.
+		for issued < k && issued-done < uint64(c.slots) {
+			var i int
+			if i, err = pl.idle(ctx, issued == done); err != nil || i < 0 {
+				break
+			}
+			at, n := chunkAt(issued)
+			wr := WorkRequest{ID: uint64(i), Op: OpRead, Len: uint32(n), LocalKey: key,
+				LocalOff: uint64(pl.slots[i].lease.Offset()), RemoteKey: c.peerKey, RemoteOff: c.peerOff + at}
+			st.wrs = append(st.wrs[:0], wr)
+			stage.Begin(stage.ChunkID(c.opID, int(issued)), stage.Post)
+			if issued == 0 {
+				out.fill = time.Since(c.received)
+			}
+			err = pl.post(ctx, i, st.wrs)
+			stage.End(stage.ChunkID(c.opID, int(issued)), stage.Post, n)
+			order[issued%uint64(c.slots)] = i
+			issued++
+			if err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+		// Scatter the oldest chunk once its READ is in.
+		i := order[done%uint64(c.slots)]
+		for pl.slots[i].outstanding > 0 && err == nil {
+			err = pl.wait(ctx, 1)
+		}
+		if err != nil {
+			break
+		}
+		at, n := chunkAt(done)
+		cid := stage.ChunkID(c.opID, int(done))
+		stage.Begin(cid, stage.Scatter)
+		t := time.Now()
+		rng.scatterFrom(c.own, pl.slots[i].lease.Bytes()[:n], at)
+		out.pack += time.Since(t)
+		stage.End(cid, stage.Scatter, n)
+		pl.slots[i].busy = false
+		done++
+		out.chunks++
+		if issued == k {
+			pl.draining = true
+			pl.releaseIdle(i)
+		}
+	}
+	out.window = pl.last.Sub(pl.first)
+	out.slots = uint32(len(pl.slots))
+	out.peak = pl.peak
+	return err
+}

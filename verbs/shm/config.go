@@ -1,0 +1,33 @@
+package shm
+
+import (
+	"runtime"
+	"time"
+)
+
+// Config tunes a Transport. The zero value is the documented default.
+type Config struct {
+	// CopyWorkers is the most goroutines that copy one Post batch; a batch
+	// of at least ParallelMin bytes is split by bytes among them. 0 means
+	// min(4, GOMAXPROCS); 1 copies on the posting goroutine only.
+	CopyWorkers int
+	// ParallelMin is the smallest batch (bytes) split among CopyWorkers;
+	// 0 means 4 MiB.
+	ParallelMin int
+	// HandshakeTimeout bounds a handshake when the context has no
+	// deadline (and always on the owner side); 0 means 10 s.
+	HandshakeTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.CopyWorkers <= 0 {
+		c.CopyWorkers = min(4, runtime.GOMAXPROCS(0))
+	}
+	if c.ParallelMin <= 0 {
+		c.ParallelMin = 4 << 20
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	return c
+}

@@ -1,0 +1,455 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/calls"
+	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
+)
+
+// session is one connection's control socket, seen from either end, with
+// the other side's regions mapped into this process. Data never crosses
+// the socket: it carries CALL/REPLY, PING/PONG and PARAMS frames.
+type session struct {
+	t     *Transport
+	seg   *segment // owner side only
+	owner bool
+	id    uint64
+	nc    *net.UnixConn
+	rd    *frame.Reader
+	peer  string
+	maps  *mapping // the other side's regions, mapped here
+
+	wmu  sync.Mutex // serializes writes
+	wbuf []byte
+
+	ctx    context.Context // ends when the session fails (handler contexts)
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closed    bool
+	cause     error
+	params    verbs.LinkParams // owner: as measured by the requester
+	pinned    []*regtab.Entry  // requester: exposures to unpin at the end
+	peerDepth int              // owner: queue depth of each Peer
+
+	calls *calls.Table  // requester: calls and pings awaiting answers
+	main  *queue        // requester: the Conn's queue
+	sem   chan struct{} // owner: bounds running calls
+	admit chan struct{} // owner: bounds outstanding calls
+
+	wg   sync.WaitGroup // the reader goroutine
+	hwg  sync.WaitGroup // handler goroutines
+	dead chan struct{}
+}
+
+func newSession(t *Transport, owner bool, nc *net.UnixConn, peer string, m *mapping) *session {
+	s := &session{t: t, owner: owner, nc: nc, peer: peer, maps: m, dead: make(chan struct{}),
+		rd: frame.NewReader(nc, 64<<10), calls: calls.NewTable()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// start starts the reader; false if the session has already ended (a
+// segment closed while the handshake ran).
+func (s *session) start() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.fail(s.readLoop())
+	}()
+	return true
+}
+
+// fail ends the session once: the socket closes, handler contexts end,
+// and finalize runs in the background.
+func (s *session) fail(err error) {
+	if err == nil {
+		err = verbs.ErrClosed
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed, s.cause = true, err
+	s.mu.Unlock()
+	s.cancel()
+	_ = s.nc.Close()
+	if s.seg != nil && abnormal(err) {
+		s.seg.report(err)
+	}
+	go s.finalize()
+}
+
+func abnormal(err error) bool {
+	return !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, verbs.ErrClosed)
+}
+
+func closedErr(cause error) error {
+	if cause == nil || cause == verbs.ErrClosed {
+		return fmt.Errorf("shm: connection: %w", verbs.ErrClosed)
+	}
+	return fmt.Errorf("shm: connection: %w: %w", verbs.ErrClosed, cause)
+}
+
+// finalize waits for the reader and the handlers, fails pending calls,
+// closes the requester's queue and unmaps the other side's regions.
+func (s *session) finalize() {
+	s.wg.Wait()
+	s.mu.Lock()
+	cause := s.cause
+	pinned := s.pinned
+	s.pinned = nil
+	s.mu.Unlock()
+	cerr := closedErr(cause)
+	s.calls.End(cerr)
+	s.hwg.Wait()
+	if s.main != nil {
+		s.main.cq.Close(cerr)
+	}
+	s.maps.unmap(cerr)
+	if pinned != nil {
+		s.t.reg.Unpin(pinned)
+	}
+	if s.seg != nil {
+		s.seg.forget(s)
+	}
+	close(s.dead)
+}
+
+func (s *session) close() {
+	s.fail(verbs.ErrClosed)
+	<-s.dead
+}
+
+// write sends one frame.
+func (s *session) write(h *frame.Header, payload []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.wbuf = frame.Append(s.wbuf[:0], h)
+	s.wbuf = append(s.wbuf, payload...)
+	_, err := s.nc.Write(s.wbuf)
+	if cap(s.wbuf) > 1<<20 {
+		s.wbuf = nil
+	}
+	if err != nil {
+		s.fail(err)
+		return closedErr(err)
+	}
+	return nil
+}
+
+func (s *session) protocolErr(reason string) error {
+	return &verbs.ProtocolError{Peer: s.peer, Stage: "frame", Reason: reason}
+}
+
+func (s *session) readLoop() error {
+	var h frame.Header
+	for {
+		if err := s.rd.Next(&h); err != nil {
+			var pe *verbs.ProtocolError
+			if errors.As(err, &pe) {
+				pe.Peer = s.peer
+			}
+			return err
+		}
+		var err error
+		switch {
+		case s.owner && h.Type == frame.TypeCall:
+			err = s.onCall(&h)
+		case s.owner && h.Type == frame.TypePing:
+			err = s.write(&frame.Header{Type: frame.TypePong, ID: h.ID}, nil)
+		case s.owner && h.Type == frame.TypeParams:
+			var b [frame.ParamsSize]byte
+			if err = s.rd.ReadFull(b[:]); err == nil {
+				var p verbs.LinkParams
+				if p, err = frame.DecodeParams(b[:]); err == nil {
+					s.mu.Lock()
+					s.params = p
+					s.mu.Unlock()
+				}
+			}
+		case !s.owner && (h.Type == frame.TypeReply || h.Type == frame.TypePong):
+			err = s.onReply(&h)
+		default:
+			return s.protocolErr("unexpected " + h.Type.String())
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// onReply delivers a REPLY or PONG to its waiting call.
+func (s *session) onReply(h *frame.Header) error {
+	pc := s.calls.Claim(h.ID)
+	if pc == nil {
+		return s.rd.Discard(uint64(h.Len))
+	}
+	if (h.Type == frame.TypePong) != pc.Ping {
+		err := s.protocolErr(h.Type.String() + " answers the wrong kind of request")
+		pc.Finish(closedErr(err))
+		return err
+	}
+	var err error
+	if h.Status == verbs.StatusOK {
+		n := int(h.Len)
+		if cap(pc.Buf) < n {
+			pc.Buf = make([]byte, n)
+		}
+		pc.Buf = pc.Buf[:n]
+		err = s.rd.ReadFull(pc.Buf)
+	} else {
+		keep := min(h.Len, verbs.MaxErrorMessage)
+		msg := make([]byte, keep)
+		if err = s.rd.ReadFull(msg); err == nil {
+			err = s.rd.Discard(uint64(h.Len - keep))
+		}
+		pc.Msg = string(msg)
+	}
+	pc.Status = h.Status
+	if err != nil {
+		pc.Finish(closedErr(err))
+		return err
+	}
+	pc.Finish(nil)
+	return nil
+}
+
+// roundTrip sends a CALL (or a PING) and waits for the answer.
+func (s *session) roundTrip(ctx context.Context, ping bool, method uint16, req, resp []byte) ([]byte, error) {
+	if len(req) > frame.MaxMessage {
+		return resp, fmt.Errorf("shm: call request of %d bytes, at most %d: %w", len(req), frame.MaxMessage, verbs.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return resp, fmt.Errorf("shm: call method %d: %w", method, err)
+	}
+	id, pc, err := s.calls.Start(ping, resp)
+	if err != nil {
+		return resp, err
+	}
+	h := frame.Header{Type: frame.TypeCall, Method: method, ID: id, Len: uint32(len(req))}
+	if ping {
+		h = frame.Header{Type: frame.TypePing, ID: id}
+	}
+	_ = s.write(&h, req) // a failed write ends the session, which fails the call
+	return s.calls.Wait(ctx, id, pc, method, resp)
+}
+
+func (s *session) ping(ctx context.Context) error {
+	_, err := s.roundTrip(ctx, true, 0, nil, nil)
+	return err
+}
+
+// onCall reads a CALL and runs its handler on a new goroutine.
+func (s *session) onCall(h *frame.Header) error {
+	req := make([]byte, h.Len)
+	if err := s.rd.ReadFull(req); err != nil {
+		return err
+	}
+	hd := s.seg.handler(h.Method)
+	if hd == nil {
+		return s.write(&frame.Header{Type: frame.TypeReply, Status: verbs.StatusNotSupported, Method: h.Method, ID: h.ID}, nil)
+	}
+	// The reader does not wait for a call slot (pings and further calls
+	// would queue behind it); the call's goroutine does. Only a requester
+	// with more than maxWaitingCalls calls outstanding per running slot is
+	// cut off.
+	select {
+	case s.admit <- struct{}{}:
+	default:
+		return s.protocolErr(fmt.Sprintf("more than %d calls outstanding", cap(s.admit)))
+	}
+	s.hwg.Add(1)
+	go s.serveCall(h.ID, h.Method, hd, req)
+	return nil
+}
+
+// maxWaitingCalls is how many calls a connection may have outstanding,
+// per ListenOptions.MaxCalls that may run at once.
+const maxWaitingCalls = 16
+
+var respPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// serveCall runs a handler and sends its REPLY. A shm Peer's work
+// requests complete inside Post, so all of them are done by now.
+func (s *session) serveCall(id uint64, method uint16, hd verbs.Handler, req []byte) {
+	defer s.hwg.Done()
+	defer func() { <-s.admit }()
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.ctx.Done():
+		return // the session ended; its caller gets ErrClosed
+	}
+	defer func() { <-s.sem }()
+	q := newQueue(s.t, s.maps, s.peerDepth)
+	bp := respPool.Get().(*[]byte)
+	resp, err := hd.ServeCall(s.ctx, peer{q, s}, req, (*bp)[:0])
+	q.cq.Close(closedErr(verbs.ErrClosed))
+	r := frame.Header{Type: frame.TypeReply, Method: method, ID: id}
+	payload := resp
+	if err != nil {
+		r.Status = verbs.StatusHandler
+		payload = []byte(err.Error())
+		payload = payload[:min(len(payload), verbs.MaxErrorMessage)]
+	} else if len(payload) > frame.MaxMessage {
+		r.Status = verbs.StatusHandler
+		payload = fmt.Appendf(nil, "response of %d bytes exceeds %d", len(resp), frame.MaxMessage)
+	}
+	r.Len = uint32(len(payload))
+	_ = s.write(&r, payload)
+	respPool.Put(bp) // resp was copied; the handler's growth of it, if any, is dropped
+}
+
+// peer is the owner's verbs.Peer for one running call.
+type peer struct {
+	*queue
+	s *session
+}
+
+var _ verbs.Peer = peer{}
+
+// ConnID implements verbs.Peer.
+func (p peer) ConnID() uint64 { return p.s.id }
+
+// LinkParams implements verbs.Queue: the requester's measurements, with
+// this Peer's queue depth.
+func (p peer) LinkParams() verbs.LinkParams {
+	p.s.mu.Lock()
+	lp := p.s.params
+	p.s.mu.Unlock()
+	lp.QueueDepth = p.cq.Depth()
+	return lp
+}
+
+// sendMsg writes b with the descriptors attached.
+func sendMsg(nc *net.UnixConn, b []byte, fds []int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	n, oobn, err := nc.WriteMsgUnix(b, oob, nil)
+	if err != nil {
+		return err
+	}
+	if n != len(b) || oobn != len(oob) {
+		return io.ErrShortWrite
+	}
+	return nil
+}
+
+// readMsg fills b from nc and returns the descriptors that came with it.
+// On error every received descriptor is closed.
+func readMsg(nc *net.UnixConn, b []byte) ([]int, error) {
+	oob := make([]byte, unix.CmsgSpace(4*(frame.MaxRegions+1)))
+	var fds []int
+	for got := 0; got < len(b); {
+		n, oobn, flags, _, err := nc.ReadMsgUnix(b[got:], oob)
+		if oobn > 0 {
+			msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+			for i := range msgs {
+				if msgs[i].Header.Level == unix.SOL_SOCKET && msgs[i].Header.Type == unix.SCM_RIGHTS {
+					if got, rerr := unix.ParseUnixRights(&msgs[i]); rerr == nil {
+						fds = append(fds, got...)
+					}
+				}
+			}
+			if perr != nil && err == nil {
+				err = perr
+			}
+		}
+		if err == nil && flags&unix.MSG_CTRUNC != 0 {
+			err = &verbs.ProtocolError{Stage: "handshake", Reason: "too many descriptors"}
+		}
+		if err == nil && n == 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			closeFDs(fds)
+			return nil, err
+		}
+		got += n
+	}
+	return fds, nil
+}
+
+// readHandshake reads a HELLO or WELCOME (want) with its descriptors.
+func readHandshake(nc *net.UnixConn, want frame.Type, h *frame.Hello) ([]int, error) {
+	var hb [frame.HeaderSize]byte
+	fds, err := readMsg(nc, hb[:])
+	if err != nil {
+		return nil, err
+	}
+	var hdr frame.Header
+	if err := frame.Decode(&hdr, hb[:]); err != nil {
+		closeFDs(fds)
+		return nil, err
+	}
+	if hdr.Type != want {
+		closeFDs(fds)
+		return nil, &verbs.ProtocolError{Stage: "handshake", Reason: fmt.Sprintf("%s instead of %s", hdr.Type, want)}
+	}
+	body := make([]byte, hdr.Len)
+	if _, err := io.ReadFull(nc, body); err != nil {
+		closeFDs(fds)
+		return nil, err
+	}
+	if err := frame.DecodeHello(h, body); err != nil {
+		closeFDs(fds)
+		return nil, err
+	}
+	return fds, nil
+}
+
+// mapRegions maps the other side's regions from their descriptors
+// (closing the descriptors) and builds the table that validates requests
+// toward them.
+func mapRegions(infos []verbs.RegionInfo, fds []int, probe verbs.RegionInfo) (*mapping, error) {
+	defer closeFDs(fds)
+	want := len(infos)
+	if probe.Key != 0 {
+		want++
+	}
+	if len(fds) != want {
+		return nil, &verbs.ProtocolError{Stage: "handshake", Reason: fmt.Sprintf("%d descriptors for %d regions", len(fds), want)}
+	}
+	m := &mapping{}
+	entries := make([]regtab.TableEntry, 0, want)
+	for i, ri := range infos {
+		mem, err := mapPeer(fds[i], ri.Len, ri.Access&verbs.AccessRemoteWrite != 0, false)
+		if err != nil {
+			unmapAll(m.maps)
+			return nil, &verbs.ProtocolError{Stage: "handshake", Reason: fmt.Sprintf("region %q: %v", ri.Name, err)}
+		}
+		m.maps = append(m.maps, mem)
+		entries = append(entries, regtab.TableEntry{Info: ri, Mem: mem})
+	}
+	if probe.Key != 0 {
+		mem, err := mapPeer(fds[len(infos)], probe.Len, false, true)
+		if err != nil {
+			unmapAll(m.maps)
+			return nil, &verbs.ProtocolError{Stage: "handshake", Reason: fmt.Sprintf("probe region: %v", err)}
+		}
+		m.maps = append(m.maps, mem)
+		entries = append(entries, regtab.TableEntry{Info: probe, Mem: mem, Hidden: true})
+	}
+	m.table = regtab.NewTable(entries)
+	return m, nil
+}

@@ -1,0 +1,245 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/probe"
+	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
+)
+
+// conn is the requester's verbs.Conn.
+type conn struct {
+	s    *session
+	in   *initiator
+	link verbs.LinkParams
+}
+
+var _ verbs.Conn = (*conn)(nil)
+
+func (t *Transport) connect(ctx context.Context, addr string, opts verbs.ConnectOptions) (*conn, error) {
+	if opts.Lanes == 0 {
+		opts.Lanes = verbs.DefaultLanes
+	}
+	if opts.QueueDepth == 0 {
+		opts.QueueDepth = verbs.DefaultQueueDepth
+	}
+	if opts.Lanes < 1 || opts.Lanes > verbs.MaxLanes || opts.QueueDepth < 1 || opts.QueueDepth > verbs.MaxQueueDepth {
+		return nil, fmt.Errorf("tcp: connect: %d lanes, queue depth %d: %w", opts.Lanes, opts.QueueDepth, verbs.ErrInvalid)
+	}
+	if err := verbs.CheckExports(opts.Expose); err != nil {
+		return nil, fmt.Errorf("tcp: connect: %w", err)
+	}
+	if len(opts.Expose) > frame.MaxRegions {
+		return nil, fmt.Errorf("tcp: connect: %d exposures, at most %d: %w", len(opts.Expose), frame.MaxRegions, verbs.ErrInvalid)
+	}
+	pins, err := t.reg.Pin(opts.Expose)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: connect: %w", err)
+	}
+	s, welcome, err := t.dial(ctx, addr, opts)
+	if err != nil {
+		t.reg.Unpin(pins)
+		return nil, err
+	}
+	s.pinned = pins
+	c := &conn{s: s, in: s.main}
+	if err := t.track(nil, c); err != nil {
+		s.close()
+		return nil, err
+	}
+	link, err := c.measure(ctx, welcome, opts)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("tcp: connect %s: %w", addr, err)
+	}
+	c.link = link
+	s.lanes[0].sq.appendFrames(func(b *batch) {
+		b.header(&frame.Header{Type: frame.TypeParams, Len: frame.ParamsSize})
+		b.inline(frame.AppendParams(nil, link))
+	})
+	return c, nil
+}
+
+// dial runs the handshake: HELLO/WELCOME on lane 0, then JOIN/JOINED on
+// the other lanes in parallel.
+func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOptions) (*session, *frame.Hello, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(t.cfg.HandshakeTimeout)
+	}
+	var d net.Dialer
+	open := func() (*net.TCPConn, error) {
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("tcp: connect %s: %w", addr, err)
+		}
+		tc := nc.(*net.TCPConn)
+		setSockopts(tc, t.cfg)
+		_ = tc.SetDeadline(deadline)
+		return tc, nil
+	}
+	nc0, err := open()
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc0.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	peer := nc0.RemoteAddr().String()
+
+	exposed := make([]regtab.TableEntry, len(opts.Expose))
+	hello := frame.Hello{Lanes: uint16(opts.Lanes), QueueDepth: uint32(opts.QueueDepth)}
+	for i, x := range opts.Expose {
+		exposed[i] = regtab.TableEntry{Info: x.Region.Info(x.Name), Mem: x.Region.Bytes()}
+		hello.Regions = append(hello.Regions, exposed[i].Info)
+	}
+	out := frame.Append(nil, &frame.Header{Type: frame.TypeHello, Len: uint32(frame.HelloSize(&hello))})
+	out = frame.AppendHello(out, &hello)
+	rd0 := frame.NewReader(nc0, t.cfg.ReadBuffer)
+	welcome, err := func() (*frame.Hello, error) {
+		if _, err := nc0.Write(out); err != nil {
+			return nil, err
+		}
+		var h frame.Header
+		if err := rd0.Next(&h); err != nil {
+			return nil, err
+		}
+		if h.Type != frame.TypeWelcome {
+			return nil, &verbs.ProtocolError{Stage: "handshake", Reason: "answer to HELLO is " + h.Type.String()}
+		}
+		body := make([]byte, h.Len)
+		if err := rd0.ReadFull(body); err != nil {
+			return nil, err
+		}
+		w := new(frame.Hello)
+		if err := frame.DecodeHello(w, body); err != nil {
+			return nil, err
+		}
+		if w.ConnID == 0 || w.Token == 0 || w.ProbeKey == 0 || w.Lanes != hello.Lanes {
+			return nil, &verbs.ProtocolError{Stage: "handshake", Reason: "WELCOME without connection id, token or probe, or with other lanes"}
+		}
+		return w, nil
+	}()
+	if err != nil {
+		_ = nc0.Close()
+		return nil, nil, handshakeErr(peer, ctxErr(ctx, err))
+	}
+
+	lanes := make([]*lane, opts.Lanes)
+	lanes[0] = &lane{idx: 0, nc: nc0, rd: rd0}
+	errs := make([]error, opts.Lanes)
+	var wg sync.WaitGroup
+	for i := 1; i < opts.Lanes; i++ {
+		wg.Go(func() {
+			nc, err := open()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+			defer stop()
+			rd := frame.NewReader(nc, t.cfg.ReadBuffer)
+			join := frame.Append(nil, &frame.Header{Type: frame.TypeJoin, ID: welcome.ConnID, Key: welcome.Token, Off: uint64(i)})
+			var h frame.Header
+			if _, err = nc.Write(join); err == nil {
+				if err = rd.Next(&h); err == nil && h.Type != frame.TypeJoined {
+					err = &verbs.ProtocolError{Stage: "handshake", Reason: "answer to JOIN is " + h.Type.String()}
+				}
+			}
+			if err != nil {
+				_ = nc.Close()
+				errs[i] = handshakeErr(peer, ctxErr(ctx, err))
+				return
+			}
+			lanes[i] = &lane{idx: i, nc: nc, rd: rd}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, l := range lanes {
+				if l != nil {
+					_ = l.nc.Close()
+				}
+			}
+			return nil, nil, fmt.Errorf("tcp: connect %s: lane %d: %w", addr, i, err)
+		}
+	}
+	s := newSession(t, false, peer)
+	s.id = welcome.ConnID
+	s.serve = regtab.NewTable(exposed)
+	s.remote = welcome.Regions
+	s.main = newInitiator(s, 0, opts.QueueDepth, welcome.Regions)
+	for _, l := range lanes {
+		_ = l.nc.SetDeadline(time.Time{})
+		s.attach(l)
+	}
+	return s, welcome, nil
+}
+
+// ctxErr prefers the context's error when it ended the handshake (the
+// socket deadline, set from the context's, may fire a moment before the
+// context reports it).
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
+	return err
+}
+
+// measure probes the link for the parameters opts.Link leaves zero.
+func (c *conn) measure(ctx context.Context, welcome *frame.Hello, opts verbs.ConnectOptions) (verbs.LinkParams, error) {
+	want := opts.Link
+	want.QueueDepth = opts.QueueDepth
+	if want.Complete() {
+		return want, nil
+	}
+	scratch, err := c.s.t.Alloc(probe.Bulk, verbs.AccessLocal)
+	if err != nil {
+		return want, err
+	}
+	defer func() { _ = c.s.t.Deregister(scratch) }()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return probe.Measure(pctx, probe.Target{Queue: c.in, Ping: c.s.ping, LocalKey: scratch.Key(),
+		RemoteKey: welcome.ProbeKey, RemoteLen: welcome.ProbeLen}, want)
+}
+
+// Post implements verbs.Queue.
+func (c *conn) Post(wrs []verbs.WorkRequest) (int, error) { return c.in.Post(wrs) }
+
+// Poll implements verbs.Queue.
+func (c *conn) Poll(out []verbs.Completion) (int, error) { return c.in.Poll(out) }
+
+// Wait implements verbs.Queue.
+func (c *conn) Wait(ctx context.Context, out []verbs.Completion, min int) (int, error) {
+	return c.in.Wait(ctx, out, min)
+}
+
+// Remote implements verbs.Queue.
+func (c *conn) Remote() []verbs.RegionInfo { return c.in.remote }
+
+// LinkParams implements verbs.Queue.
+func (c *conn) LinkParams() verbs.LinkParams { return c.link }
+
+// Call implements verbs.Conn.
+func (c *conn) Call(ctx context.Context, method uint16, req, resp []byte) ([]byte, error) {
+	return c.s.roundTrip(ctx, false, method, req, resp)
+}
+
+// Close implements verbs.Conn.
+func (c *conn) Close() error {
+	c.s.close()
+	c.s.t.untrack(nil, c)
+	return nil
+}

@@ -1,0 +1,7 @@
+package tcp
+
+// SetDirectPost switches directPost for benchmarks.
+func SetDirectPost(on bool) (old bool) {
+	old, directPost = directPost, on
+	return old
+}

@@ -1,0 +1,161 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
+)
+
+// Config tunes a Transport. The zero value is the documented default.
+type Config struct {
+	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF on every lane. 0 leaves
+	// the kernel's autotuning, which on Linux grows buffers beyond what a
+	// fixed setting may (a fixed one is capped by net.core.[rw]mem_max).
+	SocketBuffer int
+	// ReadBuffer is each lane's frame buffer; 0 means 256 KiB. Payload
+	// remainders of at least 64 KiB bypass it.
+	ReadBuffer int
+	// InlineMax is the largest payload copied next to its header in a
+	// lane's send buffer; larger payloads are handed to writev straight
+	// from the region. 0 means 2 KiB; -1 sends every payload from the
+	// region.
+	InlineMax int
+	// HandshakeTimeout bounds a handshake when the context has no
+	// deadline (and always on the owner side); 0 means 10 s.
+	HandshakeTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.ReadBuffer <= 0 {
+		c.ReadBuffer = 256 << 10
+	}
+	switch {
+	case c.InlineMax == 0:
+		c.InlineMax = 2048
+	case c.InlineMax < 0:
+		c.InlineMax = 0
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Transport is the TCP backend of verbs.Transport. Create it with New;
+// all methods are safe for concurrent use.
+type Transport struct {
+	cfg Config
+	reg *regtab.Registry
+
+	mu     sync.Mutex
+	closed bool
+	segs   map[*segment]struct{}
+	conns  map[*conn]struct{}
+}
+
+var _ verbs.Transport = (*Transport)(nil)
+
+// New returns a TCP transport.
+func New(cfg Config) *Transport {
+	return &Transport{
+		cfg:   cfg.withDefaults(),
+		reg:   regtab.NewRegistry(),
+		segs:  make(map[*segment]struct{}),
+		conns: make(map[*conn]struct{}),
+	}
+}
+
+// Register registers caller-owned memory. Over TCP any registered region
+// may be exported or exposed.
+func (t *Transport) Register(buf []byte, access verbs.Access) (*verbs.Region, error) {
+	r, err := verbs.NewRegion(buf, access)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: register: %w", err)
+	}
+	if err := t.reg.Add(r, nil); err != nil {
+		return nil, fmt.Errorf("tcp: %w", err)
+	}
+	return r, nil
+}
+
+// Alloc returns a region of size bytes of Go memory owned by the
+// transport.
+func (t *Transport) Alloc(size int, access verbs.Access) (*verbs.Region, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("tcp: alloc of %d bytes: %w", size, verbs.ErrInvalid)
+	}
+	return t.Register(make([]byte, size), access)
+}
+
+// Deregister forgets r. Because regions are Go memory, a READ still in
+// flight into r cannot corrupt the heap, but its bytes are undefined.
+func (t *Transport) Deregister(r *verbs.Region) error {
+	if _, err := t.reg.Remove(r); err != nil {
+		return fmt.Errorf("tcp: %w", err)
+	}
+	return nil
+}
+
+// Listen serves exports at addr ("host:port"; port 0 picks one).
+func (t *Transport) Listen(addr string, exports []verbs.Export, opts verbs.ListenOptions) (verbs.Segment, error) {
+	return t.listen(addr, exports, opts)
+}
+
+// Connect connects to the segment at addr.
+func (t *Transport) Connect(ctx context.Context, addr string, opts verbs.ConnectOptions) (verbs.Conn, error) {
+	return t.connect(ctx, addr, opts)
+}
+
+// Close closes every segment and connection, then deregisters every
+// region.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	segs := make([]*segment, 0, len(t.segs))
+	for s := range t.segs {
+		segs = append(segs, s)
+	}
+	conns := make([]*conn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	for _, s := range segs {
+		_ = s.Close()
+	}
+	t.reg.CloseAll()
+	return nil
+}
+
+func (t *Transport) track(s *segment, c *conn) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return fmt.Errorf("tcp: transport: %w", verbs.ErrClosed)
+	}
+	if s != nil {
+		t.segs[s] = struct{}{}
+	}
+	if c != nil {
+		t.conns[c] = struct{}{}
+	}
+	return nil
+}
+
+func (t *Transport) untrack(s *segment, c *conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.segs, s)
+	delete(t.conns, c)
+}

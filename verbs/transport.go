@@ -1,0 +1,181 @@
+package verbs
+
+import "context"
+
+// Transport is a verbs-style transport: it registers memory under keys,
+// serves segments of exported regions to peers and connects to peers'
+// segments. All methods are safe for concurrent use.
+type Transport interface {
+	// Register makes caller-owned memory usable in work requests with the
+	// given access. The caller keeps owning buf: it must stay valid until
+	// Deregister. Some backends cannot share such memory with peers (shm
+	// exports and exposures need Alloc).
+	Register(buf []byte, access Access) (*Region, error)
+	// Alloc returns a region of size bytes owned by the transport (on shm
+	// a memfd mapping that can be shared with peers). Its bytes are valid
+	// until Deregister.
+	Alloc(size int, access Access) (*Region, error)
+	// Deregister forgets r (and frees Alloc'ed memory). It fails with
+	// ErrInUse while an open segment exports r or an open connection
+	// exposes it, and with ErrBadKey for a region this transport does not
+	// hold. Deregistering a region that outstanding work requests still
+	// name is a caller error: wait for their completions first.
+	Deregister(r *Region) error
+	// Listen serves the exports as a segment at addr (a backend-specific
+	// address; see Segment.Addr for the bound one). Peers that connect see
+	// exactly these regions, by name, and nothing else of this transport.
+	Listen(addr string, exports []Export, opts ListenOptions) (Segment, error)
+	// Connect opens a connection to the segment at addr. It returns once
+	// the handshake is done and LinkParams have been measured (or taken
+	// from opts.Link).
+	Connect(ctx context.Context, addr string, opts ConnectOptions) (Conn, error)
+	// Close closes every segment and connection of the transport and
+	// deregisters every region. Further calls fail with ErrClosed.
+	Close() error
+}
+
+// Queue posts one-sided work requests toward the other side of a
+// connection and returns their completions. It is embedded by Conn (the
+// requester's side) and Peer (the owner's side, inside a handler).
+//
+// All methods are safe for concurrent use; concurrent Posts are
+// serialized, and a completion is returned by exactly one Poll or Wait.
+// Completions may arrive in any order.
+type Queue interface {
+	// Post posts as many of wrs as the free queue depth allows, in order,
+	// and returns how many. It never blocks on the network. When none fit
+	// it returns 0 and ErrQueueFull itself (not wrapped, so polling a full
+	// queue costs no allocation). The local side of every request to be
+	// posted is validated first: if one is invalid, Post posts nothing and
+	// returns a [*PostError]. Remote-side failures (key, access, bounds)
+	// arrive as completions. Post does not keep wrs: the slice may be
+	// reused at once.
+	Post(wrs []WorkRequest) (int, error)
+	// Poll copies available completions into out and returns how many,
+	// without blocking. After the connection ended and every completion
+	// has been returned, it returns 0 and an error wrapping ErrClosed.
+	Poll(out []Completion) (int, error)
+	// Wait blocks until at least min completions are available (min is
+	// clamped to [1, len(out)]) and returns up to len(out) of them. If the
+	// connection ends first it returns what is left (possibly fewer than
+	// min) and then ErrClosed; if ctx ends first it returns 0 and
+	// ctx.Err(), leaving completions queued. len(out) must be at least 1.
+	Wait(ctx context.Context, out []Completion, min int) (int, error)
+	// Remote describes the regions on the other side that RemoteKey may
+	// name. The returned slice must not be modified.
+	Remote() []RegionInfo
+	// LinkParams describes the connection (measured at connect).
+	LinkParams() LinkParams
+}
+
+// Conn is the requester's connection to a segment. Close it when done.
+type Conn interface {
+	Queue
+	// Call sends req to the handler registered for method on the owner and
+	// waits for its response, which is appended to resp[:0] (so a resp with
+	// enough capacity avoids an allocation) and returned. req may be reused
+	// once Call returns. Every work request the handler posted toward this
+	// connection has completed before the response is sent, so data the
+	// handler WROTE into exposed regions is in place when Call returns.
+	// A handler error comes back as a [*CallError].
+	Call(ctx context.Context, method uint16, req, resp []byte) ([]byte, error)
+	// Close ends the connection. Work requests still outstanding complete
+	// with StatusClosed; Poll and Wait return them, then ErrClosed. Close
+	// waits for the connection's goroutines and is idempotent.
+	Close() error
+}
+
+// Peer is the owner's view of the requester that made a control call. It
+// posts work requests toward the regions that requester exposed
+// (Remote), using this side's registered regions as the local side. A
+// Peer is valid only while its handler runs: when the handler returns, the
+// transport waits for the Peer's outstanding work requests to complete
+// before it sends the response, then closes the Peer (unpolled
+// completions are dropped).
+type Peer interface {
+	Queue
+	// ConnID identifies the requester's connection for the segment's
+	// lifetime (the same value for every call on one connection).
+	ConnID() uint64
+}
+
+// Handler serves one control method on a segment. Handlers run
+// concurrently: each call has its own goroutine and Peer, so a slow call
+// blocks neither other calls nor direct traffic.
+type Handler interface {
+	// ServeCall handles req (valid only during the call) and returns the
+	// response. resp is an empty buffer the handler may append to and
+	// return. ctx ends when the connection or segment closes. A returned
+	// error is sent to the caller as a [*CallError] with its text.
+	ServeCall(ctx context.Context, p Peer, req, resp []byte) ([]byte, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, p Peer, req, resp []byte) ([]byte, error)
+
+// ServeCall calls f.
+func (f HandlerFunc) ServeCall(ctx context.Context, p Peer, req, resp []byte) ([]byte, error) {
+	return f(ctx, p, req, resp)
+}
+
+// Segment is the owner's handle on a served set of exported regions.
+// Its methods are safe for concurrent use.
+type Segment interface {
+	// Addr returns the address peers connect to (with the bound port).
+	Addr() string
+	// Regions describes the exported regions as peers see them.
+	Regions() []RegionInfo
+	// Handle registers h for method, replacing any earlier handler; a nil
+	// h removes it. Calls to a method without a handler fail with
+	// ErrNotSupported.
+	Handle(method uint16, h Handler)
+	// Close stops accepting, closes every connection (cancelling handler
+	// contexts and waiting for handlers to return) and releases the
+	// exports. It is idempotent.
+	Close() error
+}
+
+// Defaults for options left zero.
+const (
+	DefaultQueueDepth     = 4096 // ConnectOptions.QueueDepth
+	DefaultLanes          = 4    // ConnectOptions.Lanes
+	DefaultPeerQueueDepth = 256  // ListenOptions.QueueDepth
+	DefaultMaxCalls       = 64   // ListenOptions.MaxCalls
+	MaxQueueDepth         = 1 << 20
+	MaxLanes              = 64
+)
+
+// ConnectOptions configures Transport.Connect. The zero value is usable.
+type ConnectOptions struct {
+	// Expose lists regions of this transport that the owner's handlers may
+	// target (Peer.Remote); the owner may READ or WRITE them as their
+	// access allows. They stay pinned (Deregister fails) until the
+	// connection closes.
+	Expose []Export
+	// Lanes is the number of parallel streams (tcp connections); 0 means
+	// DefaultLanes. Backends without streams ignore it.
+	Lanes int
+	// QueueDepth bounds work requests posted and not yet polled; 0 means
+	// DefaultQueueDepth.
+	QueueDepth int
+	// Link overrides measured link parameters: non-zero fields are used as
+	// given, and when Bandwidth, PostRate and RTT are all set nothing is
+	// measured. QueueDepth here is ignored (use the field above).
+	Link LinkParams
+}
+
+// ListenOptions configures Transport.Listen. The zero value is usable.
+type ListenOptions struct {
+	// QueueDepth is each Peer's queue depth; 0 means DefaultPeerQueueDepth.
+	QueueDepth int
+	// MaxCalls bounds the handler calls running at once per connection; a
+	// connection that has MaxCalls calls running has its next call wait
+	// (without holding up its other traffic). A connection with more than
+	// 16 x MaxCalls calls outstanding is closed as a protocol violation.
+	// 0 means DefaultMaxCalls.
+	MaxCalls int
+	// OnError, when set, receives errors that end a peer's connection
+	// abnormally (a [*ProtocolError], a failed handshake, an I/O error). It
+	// may be called from several goroutines at once and must not block.
+	OnError func(error)
+}
