@@ -87,4 +87,153 @@
 // milliseconds: the median of 5 pings, the best of two 4 MiB READ passes
 // from a hidden probe region of the owner, and the best of two 1,024 x
 // 64 B READ passes. The owner's Peer sees the requester's figures.
+//
+// # Scatter executor
+//
+// An [Engine] runs one scatter operation ([ScatterOp]: a Conn, a direction,
+// the owner's region, the caller's [Region] and a [planfmt.Plan]) under
+// one completion. [Engine.Submit] normalizes the plan once, decides once and
+// starts the transfers, returning an [Operation]; [Operation.Wait] returns
+// the [Result]. [Engine.Do] is both in one call. Many goroutines may submit
+// at once.
+//
+// Deciding: ModeAuto asks the owner's gather service for its capability
+// once per Conn ([Engine.Prepare] does it ahead of time) and feeds
+// costmodel the Conn's [LinkParams], the owner's packing calibration
+// (B_mem, R_copy, refined by moving measurements of the owner's reported
+// pack and control times) and the request rate direct operations achieved
+// on the Conn. A fixed-row plan, or a ranges plan whose spans share one
+// power-of-two size class, goes to costmodel.Decide (direct or gather); a
+// ranges plan of several classes goes to costmodel.Split, which may send
+// the classes of large spans direct and gather the small ones (hybrid).
+// ModeDirect, ModeGather and ModeHybrid force a mode.
+//
+// Direct: one WorkRequest per coalesced span (split above 4 GiB). The
+// engine owns the completion queue of every Conn it runs on: a per-Conn
+// driver goroutine polls completions in batches, routes them to their
+// operation by request ID (slot and generation, no per-request state) and
+// posts waiting requests as the queue frees, so the queue stays full.
+// Requests, completions and operation states are reused: a steady-state
+// direct operation allocates nothing.
+//
+// Gather READ: the destination must be exposed on the Conn
+// (ConnectOptions.Expose, AccessRemoteWrite); the capability answer lists
+// the exposures, so the engine knows. It encodes one planfmt.Command (chunk
+// size C, staging slots P) and calls [MethodGather]; the owner validates it,
+// packs chunk by chunk into leased staging and WRITEs each chunk's
+// destination runs while packing the next. When the call returns, the data
+// is in place and the reply carries the owner's stage times.
+//
+// Gather WRITE: the engine packs the fragments into its own staging
+// (EngineConfig.Staging, exposed on the Conn with AccessRemoteRead) in
+// waves of at most P*C bytes and calls [MethodGather] once per wave with a
+// ranges command over the staged stream; the owner READs the wave chunk by
+// chunk into its staging (P chunks in flight) and copies each chunk's runs
+// into its region. On shm a registered arena cannot be exposed, so WRITE
+// gather there falls back to direct (FallbackNotExposed).
+//
+// Hybrid: the spans of gathered classes become a FormRanges sub-plan (built
+// into the operation's reused storage) sent as a gather command; the
+// others are posted direct; both run at once.
+//
+// Fallback: when gather cannot run (no service, nothing exposed, a row
+// larger than the owner's largest chunk) or fails (the owner refused the
+// command, staging stayed exhausted past the owner's deadline, the transfer
+// broke off, the reply was malformed), the gathered spans are sent direct,
+// which rewrites every byte a broken gather may have written. If the direct
+// transfers fail too, or the operation's context ends, the whole operation
+// fails with an [*OpError]: there is no partial success. Result.Fallback
+// and [EngineStats] count the reasons.
+//
+// Trace: each Result carries a [Trace]: plan, call and control, the owner's
+// decode, pack (or scatter) and fill, the bulk window and the completion
+// tail, with [Trace.Goodput] (payload over the full API time) and
+// [Trace.WindowGoodput] (payload over the window). The stage markers of
+// package verbs/stage bracket the operation, plan, control, decode, pack
+// and scatter (per chunk, [stage.ChunkID]), post (per batch or chunk) and
+// completion; never a fragment.
+//
+// # Gather service
+//
+// A [GatherService] serves [MethodGatherInfo] and [MethodGather] on the
+// owner's segment. Commands are untrusted: each is decoded under the
+// service's planfmt.Limits, its owner-side window must lie inside one of
+// the service's exports with the access the direction needs, its
+// requester-side window inside a region the requester exposed
+// (Peer.Remote) with the access it needs, and its plan must normalize
+// (bounds, overlapping destinations); WRITE commands must carry ranges that
+// read the staged stream in order. A command that fails any check is
+// answered with an error and nothing is read or written. The chunk size is
+// clamped to the service's bounds and the slots to MaxSlots and
+// CommandBudget, so a command never holds more than P*C of staging;
+// commands share the pool, and one whose first slot is not free within
+// AcquireTimeout fails with GatherExhausted (the requester falls back).
+// Rows are packed with bufferpool/pack's unchecked loops (the decode and
+// the window checks make them safe), split over PackWorkers goroutines for
+// large chunks; ranges with one copy per span piece. Each slot is released
+// once its requests have completed, including after a failure.
+//
+// # Format
+//
+// The gather methods' messages are little-endian, unaligned, version 1.
+// A decoder rejects another version, a wrong magic, reserved bytes that
+// are not zero, lengths that disagree with the counts, non-finite or
+// non-positive rates, inconsistent staging bounds and negative durations
+// (a *WireError wrapping ErrProtocol). The request of [MethodGatherInfo]
+// is empty. Its reply:
+//
+//	+--------+------+--------------------------------------------------+
+//	| offset | size | field                                            |
+//	+--------+------+--------------------------------------------------+
+//	|      0 |    4 | magic "SKGI"                                     |
+//	|      4 |    1 | version: 1                                       |
+//	|      5 |    1 | reserved, 0                                      |
+//	|      6 |    2 | E: exposures listed (at most 1024)               |
+//	|      8 |    8 | B_mem, float64 bits: bytes/s per pack worker     |
+//	|     16 |    8 | R_copy, float64 bits: spans/s per pack worker    |
+//	|     24 |    8 | staging budget of one command, bytes             |
+//	|     32 |    8 | largest chunk, bytes (<= budget)                 |
+//	|     40 |    8 | smallest chunk (the pool's smallest class)       |
+//	|     48 |    4 | most staging slots of one command                |
+//	|     52 |    4 | pack workers                                     |
+//	|     56 | 24*E | exposures: key (8), length (8), access (1),      |
+//	|        |      | reserved (7, zero)                               |
+//	+--------+------+--------------------------------------------------+
+//
+// The request of [MethodGather] is a planfmt command message (see package
+// planfmt, # Format): READ names the owner's export as its source window
+// and the requester's exposure as its destination; WRITE names the
+// requester's staged wave as its source and the owner's export as its
+// destination, with FormRanges whose sources are offsets in the wave. The
+// command's chunk size is C, its pipeline width the staging slots P. The
+// reply (88 bytes) is the owner's stage record:
+//
+//	+--------+------+--------------------------------------------------+
+//	|      0 |    4 | magic "SKGR"                                     |
+//	|      4 |    1 | version: 1                                       |
+//	|      5 |    1 | direction: 1 READ, 2 WRITE                       |
+//	|      6 |    2 | reserved, 0                                      |
+//	|      8 |    8 | decode and validation, ns                        |
+//	|     16 |    8 | pack (READ) or scatter (WRITE) total, ns         |
+//	|     24 |    8 | window: first bulk post to last completion, ns   |
+//	|     32 |    8 | handler: command received to reply, ns           |
+//	|     40 |    8 | fill: command received to first bulk post, ns    |
+//	|     48 |    8 | payload bytes                                    |
+//	|     56 |    8 | staging peak, bytes                              |
+//	|     64 |    8 | chunk size used, bytes                           |
+//	|     72 |    4 | chunks                                           |
+//	|     76 |    4 | staging slots used                               |
+//	|     80 |    4 | pack workers used                                |
+//	|     84 |    4 | reserved, 0                                      |
+//	+--------+------+--------------------------------------------------+
+//
+// A failed command is answered with the handler error of a [*GatherError],
+// which reaches the requester as the Message of a [*CallError]:
+//
+//	verbs: gather <code>: <stage>: <detail>
+//
+// where code is "refused" (validation failed; nothing read or written),
+// "exhausted" (no staging slot in time; nothing written) or "aborted" (a
+// transfer failed after the command started). The requester maps the code
+// to its Fallback reason; any other text counts as aborted.
 package verbs

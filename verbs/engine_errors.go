@@ -1,29 +1,7 @@
 package verbs
 
 import (
-	"errors"
 	"fmt"
-)
-
-// Errors of the scatter executor and the gather service. Detailed failures
-// wrap one of these (or a transport sentinel such as ErrInvalid, ErrClosed
-// or ErrProtocol) in a typed error (*GatherError, *OpError,
-// *InvalidOpError, *WireError); test for them with errors.Is.
-var (
-	// ErrGatherRefused is wrapped by a [*GatherError] when the gather
-	// service rejected a command: it did not decode under the service's
-	// limits, named a region the owner does not export or the requester
-	// did not expose, reached outside a window, lacked the access it
-	// needs or had overlapping destinations. Nothing was read or written.
-	ErrGatherRefused = errors.New("verbs: gather command refused")
-	// ErrStagingExhausted is wrapped by a [*GatherError] when no staging
-	// slot became free within the service's acquire deadline. Nothing was
-	// written.
-	ErrStagingExhausted = errors.New("verbs: staging exhausted")
-	// ErrGatherAborted is wrapped by a [*GatherError] when a command's
-	// transfers failed after it started; part of its destination may have
-	// been written.
-	ErrGatherAborted = errors.New("verbs: gather aborted")
 )
 
 // GatherError is the error a gather service handler returns; the
