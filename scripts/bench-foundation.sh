@@ -13,7 +13,7 @@ raw="$out/foundation.txt"
 
 echo "pack loops on a $((table >> 20)) MiB table (mapping and filling it takes a few seconds)..."
 go test ./bufferpool/pack -run '^$' -count=1 \
-	-bench '^Benchmark(PlanVsGather|GatherPair|ParallelPair)$' -benchtime=${BENCHTIME:-60x} \
+	-bench '^Benchmark(PlanVsGather|GatherPair|ParallelPair)$' -benchtime=${BENCHTIME:-150x} \
 	-pack.table="$table" | tee "$raw.pack" >/dev/null
 go test ./planfmt -run '^$' -count=1 -bench '^(BenchmarkPlanRoundTrip|BenchmarkDecodeCommand)$' \
 	-benchtime=100x | tee "$raw.plan" >/dev/null
@@ -44,6 +44,7 @@ for r in 64 128 264 512 1024 4096; do
 done
 sp=$(metric '^BenchmarkParallelPair' 'speedup')
 row "parallel gather, 2 goroutines / 1 ($((table >> 20)) MiB table)" "$sp" ">= 1.6" "$(verdict "$sp" 1.6)"
+row "  1 goroutine ns/row | 2 goroutines ns/row" "$(metric '^BenchmarkParallelPair' '1g-ns/row') | $(metric '^BenchmarkParallelPair' '2g-ns/row')" "" ""
 row "allocations: decode command, 1-goroutine gather (allocs/op)" \
 	"$(awk '$1 ~ /^BenchmarkDecodeCommand/ {print $(NF-1)}' "$raw" | head -1) | $(awk '$1 ~ /^BenchmarkPlanVsGather/ {print $(NF-1)}' "$raw" | head -1)" "0 | 0" ""
 echo
