@@ -16,6 +16,11 @@ type slot struct {
 	lease       bufferpool.Lease
 	outstanding int  // its work requests in flight
 	busy        bool // holds data not yet sent (READ) or not yet scattered (WRITE)
+	// posting: post is still handing this slot's requests to the queue.
+	// Its first requests may complete while later ones wait for queue
+	// space, so outstanding can touch 0 before the slot is sent; it stays
+	// busy until post is done.
+	posting bool
 }
 
 // pipeline holds a command's staging slots (at most its P leases of C
@@ -108,6 +113,8 @@ func (pl *pipeline) idle(ctx context.Context, wait bool) (int, error) {
 // the Peer's queue is full.
 func (pl *pipeline) post(ctx context.Context, i int, wrs []WorkRequest) error {
 	pl.slots[i].busy = true
+	pl.slots[i].posting = true
+	defer pl.posted(i)
 	for len(wrs) > 0 {
 		n, err := pl.q.Post(wrs)
 		if n > 0 {
@@ -131,6 +138,17 @@ func (pl *pipeline) post(ctx context.Context, i int, wrs []WorkRequest) error {
 	return nil
 }
 
+// posted ends slot i's posting; a READ slot whose requests all completed
+// meanwhile is free now.
+func (pl *pipeline) posted(i int) {
+	sl := &pl.slots[i]
+	sl.posting = false
+	if sl.outstanding == 0 && pl.freeOnDone {
+		sl.busy = false
+		pl.releaseIdle(i)
+	}
+}
+
 // handle accounts completions.
 func (pl *pipeline) handle(cs []Completion) {
 	now := time.Now()
@@ -142,7 +160,7 @@ func (pl *pipeline) handle(cs []Completion) {
 		sl := &pl.slots[c.ID]
 		sl.outstanding--
 		pl.inflight--
-		if sl.outstanding == 0 && pl.freeOnDone {
+		if sl.outstanding == 0 && pl.freeOnDone && !sl.posting {
 			sl.busy = false
 			pl.releaseIdle(int(c.ID))
 		}
