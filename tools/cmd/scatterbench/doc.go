@@ -1,0 +1,65 @@
+// Command scatterbench runs the adaptive scatter RFC's validation workloads
+// against a scatterkit data owner and prints, per workload and mode, the
+// RFC's table (p50, p95, end-to-end and window goodput, stage times, the
+// mode the engine chose, staging peak and bound, fallbacks, errors), the
+// machine's ceilings measured in the same run (direct control, pack-only,
+// control round trip) and the goals as ratios, each ok or MISSED.
+// Every workload's payload is verified byte for byte; wrong bytes fail the
+// run.
+//
+// With no flags,
+//
+//	go run ./tools/cmd/scatterbench
+//
+// runs the default: over tcp, with the owner in a child process (this
+// binary re-executed as "scatterbench owner"), the workloads many-small
+// (98,304 random 264 B rows of a 1 GiB table), few-large (64 x 512 KiB),
+// mixed (32,768 x 264 B + 64 x 512 KiB) and single-read (one 264 B row), in
+// the modes direct, gather and adaptive, 20 timed repetitions after 3
+// warmups; then many-small again over shm. It takes about 20 s on the
+// 2-core development machine.
+//
+// Goodput is in Gbit/s (1e9 bits per second): payload bytes x 8 over the
+// p50 of the full API time; window goodput uses the median bulk window.
+//
+// Flags:
+//
+//	-transport tcp,shm     transports to run (default: tcp, then many-small over shm)
+//	-owner inproc|process|netns
+//	                       where the owner runs (default process); netns needs root and
+//	                       the ip command: the owner runs in a namespace scatterbench-PID
+//	                       reached over a veth pair in a private /30, all removed on
+//	                       exit and on SIGINT/SIGTERM
+//	-tbf RATE              with -owner netns: shape the veth with tc tbf (e.g. 1gbit)
+//	-mode LIST             direct, gather, adaptive, hybrid, all (default all = the first three)
+//	-workloads LIST        many-small, many-small-131k, few-large, mixed, single-read,
+//	                       all (those five), matrix (the RFC matrix: 192 entries within
+//	                       32 MiB of payload each, READ and WRITE; about 30 s per
+//	                       repetition over tcp here, so try -reps 3 -warmup 1), default
+//	-frag-size N -frags N -large-size N -large-count N -src random|sequential
+//	-dst contiguous|fragmented -dir read|write
+//	                       a custom workload ("custom"); alone, it runs instead of the defaults
+//	-staging-slots N       owner staging slots per gather command (default 8)
+//	-staging-bytes N       owner staging pool (default 64MiB)
+//	-callers N             concurrent callers, each with its own destination (default 1)
+//	-reps N, -warmup N     timed and untimed repetitions (default 20 and 3)
+//	-seed N                seed of the table and the plans (default: from the clock, printed)
+//	-table-bytes N         owner table size (default 1GiB)
+//	-lanes N               tcp lanes per connection (default verbs' 4)
+//	-json PATH             JSON lines, one per workload and mode plus one per ceiling
+//	                       ("-": stdout; the table then goes to stderr)
+//	-plot DIR              PNG plots: goodput-<transport>.png, stages-<transport>.png
+//	-quiet                 no table and no progress bar
+//
+// A progress bar is drawn on stderr when it is a terminal. The exit status
+// is 0 when every operation succeeded, every payload verified and no
+// staging lease leaked, 1 otherwise, 2 for a usage error; missed goals do
+// not change it.
+//
+// "scatterbench owner [scatterd flags]" runs only the owner: the same daemon
+// as scatterd (see its documentation), which the process and netns owners
+// are.
+//
+// The JSON fields and the goals are documented in package
+// tools/internal/bench.
+package main

@@ -1,0 +1,85 @@
+// Package bench is scatterbench: it runs the adaptive scatter RFC's
+// validation workloads against a data owner and reports, per workload and
+// mode, what the "Measurement contract" of the architecture asks for, with
+// the machine's ceilings measured in the same run and the goals
+// computed from them. Main is the command; the package also serves tests
+// that run the whole benchmark in-process on a small geometry.
+//
+// # Passes, owners and workloads
+//
+// A run is one pass per transport (tcp, shm). Each pass starts an owner
+// (package owner, the code scatterd runs) with a generated table of
+// -table-bytes (1 GiB by default; the pattern stream of -seed), a scratch
+// region for WRITE workloads and the gather service; it finds the owner's
+// address through a discovery directory (a memory directory in-process, a
+// file directory of its own otherwise), connects with the destination
+// region exposed, and runs its workloads. The owner runs in this process
+// (-owner inproc), in a child process of this binary's owner mode
+// (-owner process, the default: "scatterbench owner ..."), or in that child
+// inside a network namespace reached over a veth pair (-owner netns; root;
+// optionally shaped with tc tbf, -tbf).
+//
+// Workloads are rows of the Named table (workload.go), the RFC matrix
+// (Matrix) or a custom geometry from flags. A workload of small fragments
+// only lowers to a fixed-row plan; with large fragments to a ranges plan.
+//
+// # Repetitions
+//
+// Each repetition of a workload runs, in an order that rotates by one step
+// per repetition, the direct control, one pack-only measurement, three
+// control round trips and one operation per mode (per caller, all callers
+// at once), so every mode and ceiling sees the same machine over the run.
+// The first -warmup repetitions are not timed. The first and the last
+// repetition are verified: before them every destination is filled with a
+// poison pattern; after them every fragment must hold its source bytes
+// (for READ the table's pattern, for WRITE the requester's source, read
+// back from the owner's scratch region) and every byte between fragments
+// the poison. A wrong byte is a *VerifyError and fails the run (exit
+// status 1). After every repetition the owner's staging must hold no lease.
+//
+// # Figures
+//
+// Per workload and mode (Line, one JSON object per line with -json):
+//
+//	workload, transport, owner, seed, mode, direction   what ran
+//	chosen              the mode the engine chose (for adaptive, its choice;
+//	                    "gather+direct" when repetitions differed, most frequent first)
+//	fragments, payload_bytes
+//	reps                timed operations that succeeded (repetitions x callers)
+//	p50_ms, p95_ms      of the full API time (verbs Trace.Total), nearest rank
+//	goodput_gbps        payload_bytes x 8 / p50, in Gbit/s (1e9 bit/s)
+//	window_gbps         payload_bytes x 8 / median bulk window (first bulk post to
+//	                    last data completion: the owner's for gather, the
+//	                    requester's for direct), Gbit/s
+//	plan_ms, control_ms, decode_ms, pack_ms, complete_ms
+//	                    median stage times (verbs Trace: requester planning, command
+//	                    delivery and reply, owner decode, packing, completion publication)
+//	staging_peak_bytes  most staging bytes one operation held (owner's, or the
+//	                    requester's wave for WRITE gather)
+//	staging_bound_bytes the largest P x C (slots x chunk) of those operations; the
+//	                    goals count operations whose peak exceeded their own P x C
+//	leaked_leases       most staging leases (owner and requester) outstanding
+//	                    after a repetition completed
+//	fallbacks, errors   operations that fell back to direct, and that failed
+//
+// Ceilings, one CeilingLine per workload and ceiling ("workload":
+// "ceiling/<name>", "for": the workload), measured in the same repetitions:
+//
+//	ceiling/direct-control  goodput_gbps of 64 x 512 KiB random table ranges read
+//	                        with forced direct on the same connection
+//	ceiling/pack-only       goodput_gbps of the owner packing the workload's plan
+//	                        into a 1 MiB staging lease with no transfer, measured inside
+//	                        the owner process (owner.MethodPackOnly: the gather service's
+//	                        loops and pack worker count)
+//	ceiling/rtt             p50_ms of a control call to a no-op handler (owner.MethodPing)
+//
+// # Goals
+//
+// Goals evaluates the goals as ratios of figures from the same run
+// (adaptive chooses gather for many-small over tcp, and direct over shm;
+// window and end-to-end ratios to the ceilings; few-large, mixed and
+// single-read ratios; p95/p50, plan/p50 and decode/p50 for every adaptive
+// workload; staging within P x C; no leaked lease; no failed operation).
+// A missed goal is reported, never hidden, and does not change the exit
+// status: the development machine is shared and noisy.
+package bench

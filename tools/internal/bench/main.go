@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// Main runs scatterbench with args (without the program name) and returns
+// the exit status: 0 when every operation succeeded, every payload
+// verified and nothing leaked (missed performance goals do not fail a
+// run: they are measurements); 1 otherwise; 2 for a usage error. SIGINT
+// and SIGTERM stop the run, stop the owner and remove the namespace.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := Parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\n(scatterbench -h lists the flags)\n", err)
+		return 2
+	}
+	return Run(ctx, &c, stdout, stderr)
+}
+
+// Run runs a parsed configuration (see Main).
+func Run(ctx context.Context, c *Config, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	table := stdout
+	var jsonOut *bufio.Writer
+	if c.JSONPath != "" {
+		var w io.Writer = stdout
+		if c.JSONPath == "-" {
+			table = stderr
+		} else {
+			f, err := os.Create(c.JSONPath)
+			if err != nil {
+				fmt.Fprintf(stderr, "scatterbench: -json: %v\n", err)
+				return 2
+			}
+			defer f.Close()
+			w = f
+		}
+		jsonOut = bufio.NewWriter(w)
+		defer jsonOut.Flush()
+	}
+	if c.PlotDir != "" {
+		if err := os.MkdirAll(c.PlotDir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "scatterbench: -plot: %v\n", err)
+			return 2
+		}
+	}
+	r := &Runner{cfg: c, stderr: stderr}
+	if jsonOut != nil {
+		enc := json.NewEncoder(jsonOut)
+		r.emit = func(v any) error {
+			if err := enc.Encode(v); err != nil {
+				return err
+			}
+			return jsonOut.Flush()
+		}
+	}
+	bar := newProgress(c, stderr)
+	if bar != nil {
+		r.step = func(desc string) {
+			bar.Describe(desc)
+			_ = bar.Add(1)
+		}
+	}
+	if !c.Quiet {
+		fmt.Fprintf(stderr, "scatterbench: %d pass(es), owner %s, seed %d; starting the owner (filling a %d MiB table)...\n",
+			len(c.Passes), c.Owner, c.Seed, c.TableBytes>>20)
+	}
+	passes, runErr := r.Run(ctx)
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(stderr)
+	}
+	goals := Goals(passes)
+	if !c.Quiet {
+		PrintTable(table, c, passes)
+		PrintGoals(table, goals)
+	}
+	if c.PlotDir != "" {
+		if err := WritePlots(c.PlotDir, passes); err != nil {
+			fmt.Fprintf(stderr, "scatterbench: -plot: %v\n", err)
+			runErr = errors.Join(runErr, err)
+		}
+	}
+	failed := runErr != nil
+	for _, p := range passes {
+		if p.Leaked > 0 {
+			failed = true
+		}
+		for _, w := range p.Workloads {
+			for _, l := range w.Lines {
+				failed = failed || l.Errors > 0 || l.LeakedLeases > 0
+			}
+		}
+	}
+	if runErr != nil && ctx.Err() != nil {
+		fmt.Fprintf(stderr, "scatterbench: interrupted (%v); the owner was stopped and its namespace, if any, removed\n", context.Cause(ctx))
+		return 1
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "FAILED: %v\n", runErr)
+	} else if failed {
+		fmt.Fprintf(stderr, "FAILED: scatterbench: operations failed or leases leaked (see the table)\n")
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// newProgress returns a progress bar on stderr when it is a terminal and
+// the run is not quiet.
+func newProgress(c *Config, stderr io.Writer) *progressbar.ProgressBar {
+	f, ok := stderr.(*os.File)
+	if c.Quiet || !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	total := 0
+	for _, p := range c.Passes {
+		total += len(p.Workloads) * (c.Reps + c.Warmup)
+	}
+	return progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("scatterbench"),
+		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(100_000_000))
+}

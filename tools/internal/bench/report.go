@@ -1,0 +1,303 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/scatterkit/scatterkit/tools/internal/units"
+)
+
+// loadAverage returns the 1-minute load average (NaN where unknown).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return math.NaN()
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return math.NaN()
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+// ceiling returns the named ceiling of a workload result, or NaN.
+func (w *WorkloadResult) ceiling(name string) float64 {
+	for i := range w.Ceilings {
+		if w.Ceilings[i].Name() == name {
+			return w.Ceilings[i].Value()
+		}
+	}
+	return math.NaN()
+}
+
+// line returns the line of mode, or nil.
+func (w *WorkloadResult) line(mode string) *Line {
+	for i := range w.Lines {
+		if w.Lines[i].Mode == mode {
+			return &w.Lines[i]
+		}
+	}
+	return nil
+}
+
+func f2(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case v != 0 && math.Abs(v) < 0.01:
+		return strconv.FormatFloat(v, 'f', 4, 64)
+	case math.Abs(v) < 100:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// PrintTable writes the results in the RFC's shape: one row per workload
+// and mode, then the ceilings measured for that workload.
+func PrintTable(out io.Writer, c *Config, passes []PassResult) {
+	for _, p := range passes {
+		seed := strconv.FormatUint(c.Seed, 10)
+		if c.SeedFromClock {
+			seed += " (from the clock; rerun with -seed " + seed + ")"
+		}
+		fmt.Fprintf(out, "\nscatterbench: transport %s, owner %s, seed %s\n", p.Transport, p.Owner, seed)
+		fmt.Fprintf(out, "  %d reps (+%d warmup) per workload and mode, %d caller(s), GOMAXPROCS %d, load %s -> %s\n",
+			c.Reps, c.Warmup, c.Callers, runtime.GOMAXPROCS(0), f2(p.LoadBefore), f2(p.LoadAfter))
+		fmt.Fprintf(out, "  goodput = payload / p50 of the full API time, window = payload / median bulk window, both in Gbit/s (1e9 bit/s);\n")
+		fmt.Fprintf(out, "  plan..complete: median stage times in ms; staging peak/bound: most staging bytes one op held / its P x C\n\n")
+		rows := [][]string{{"workload", "mode", "chosen", "frags", "payload", "p50 ms", "p95 ms", "goodput", "window",
+			"plan", "control", "decode", "pack", "complete", "staging peak/bound", "fb", "err"}}
+		for _, wr := range p.Workloads {
+			for _, l := range wr.Lines {
+				rows = append(rows, []string{l.Workload, l.Mode, l.Chosen, strconv.FormatUint(l.Fragments, 10),
+					units.FormatBytes(int64(l.PayloadBytes)), f2(l.P50Ms), f2(l.P95Ms), f2(l.GoodputGbps), f2(l.WindowGbps),
+					f2(l.PlanMs), f2(l.ControlMs), f2(l.DecodeMs), f2(l.PackMs), f2(l.CompleteMs),
+					units.FormatBytes(l.StagingPeakBytes) + " / " + units.FormatBytes(l.StagingBoundBytes),
+					strconv.Itoa(l.Fallbacks), strconv.Itoa(l.Errors)})
+			}
+		}
+		renderTable(out, rows, 3)
+		fmt.Fprintf(out, "\n  ceilings measured in the same repetitions:\n")
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		for _, wr := range p.Workloads {
+			var cs []string
+			for _, cl := range wr.Ceilings {
+				switch cl.Name() {
+				case CeilingRTT:
+					cs = append(cs, fmt.Sprintf("rtt p50 %s ms", f2(cl.Value())))
+				case CeilingDirect:
+					cs = append(cs, fmt.Sprintf("direct-control (64 x 512 KiB) %s Gbit/s", f2(cl.Value())))
+				default:
+					cs = append(cs, fmt.Sprintf("%s %s Gbit/s", cl.Name(), f2(cl.Value())))
+				}
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t(%d verified reps)\n", wr.Workload.Name, strings.Join(cs, ", "), wr.Verified)
+		}
+		_ = tw.Flush()
+		if p.Leaked > 0 {
+			fmt.Fprintf(out, "  LEAK: %d staging leases outstanding at shutdown\n", p.Leaked)
+		}
+		if p.Err != nil {
+			fmt.Fprintf(out, "  pass stopped: %v\n", p.Err)
+		}
+	}
+}
+
+// renderTable writes rows as aligned columns, the first left columns
+// aligned left and the others right, two spaces apart.
+func renderTable(out io.Writer, rows [][]string, left int) {
+	var width []int
+	for _, r := range rows {
+		for i, cell := range r {
+			if i == len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], len(cell))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, cell := range r {
+			pad := strings.Repeat(" ", width[i]-len(cell))
+			b.WriteString("  ")
+			if i < left {
+				b.WriteString(cell + pad)
+			} else {
+				b.WriteString(pad + cell)
+			}
+		}
+		b.WriteString("\n")
+	}
+	_, _ = io.WriteString(out, b.String())
+}
+
+// Goal is one of the performance goals evaluated on one run.
+type Goal struct {
+	Transport string
+	Text      string  // what is compared, e.g. "few-large: adaptive / forced direct"
+	Value     float64 // the measured ratio (NaN for a yes/no goal)
+	Target    string  // e.g. ">= 0.97"
+	Verdict   string  // "ok", "MISSED" or "n/a" (with Note saying why)
+	Note      string
+}
+
+func ratioGoal(t, text string, v float64, target float64, atLeast bool) Goal {
+	g := Goal{Transport: t, Text: text, Value: v}
+	if atLeast {
+		g.Target = ">= " + f2(target)
+	} else {
+		g.Target = "<= " + f2(target)
+	}
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		g.Verdict, g.Note = "n/a", "not measured in this run"
+	case atLeast && v >= target, !atLeast && v <= target:
+		g.Verdict = "ok"
+	default:
+		g.Verdict = "MISSED"
+	}
+	return g
+}
+
+func boolGoal(t, text, got, want string) Goal {
+	g := Goal{Transport: t, Text: text, Value: math.NaN(), Target: want, Note: got}
+	switch {
+	case got == "":
+		g.Verdict, g.Note = "n/a", "not measured in this run"
+	case got == want:
+		g.Verdict = "ok"
+	default:
+		g.Verdict = "MISSED"
+	}
+	return g
+}
+
+func countGoal(t, text string, n int) Goal {
+	g := Goal{Transport: t, Text: text, Value: math.NaN(), Target: "= 0", Note: strconv.Itoa(n), Verdict: "ok"}
+	if n != 0 {
+		g.Verdict = "MISSED"
+	}
+	return g
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// Goals evaluates the goals on the results: ratios between figures
+// of the same run only.
+func Goals(passes []PassResult) []Goal {
+	var out []Goal
+	for _, p := range passes {
+		t := p.Transport
+		byName := map[string]*WorkloadResult{}
+		for i := range p.Workloads {
+			byName[p.Workloads[i].Workload.Name] = &p.Workloads[i]
+		}
+		get := func(w, mode string) *Line {
+			if r := byName[w]; r != nil {
+				return r.line(mode)
+			}
+			return nil
+		}
+		val := func(l *Line, f func(*Line) float64) float64 {
+			if l == nil || l.Reps == 0 {
+				return math.NaN()
+			}
+			return f(l)
+		}
+		goodput := func(l *Line) float64 { return l.GoodputGbps }
+		chosen := func(l *Line) string {
+			if l == nil || l.Reps == 0 {
+				return ""
+			}
+			return l.Chosen
+		}
+		if ms := byName["many-small"]; ms != nil {
+			a := get("many-small", "adaptive")
+			if t == "shm" {
+				out = append(out,
+					boolGoal(t, "many-small: adaptive chooses", chosen(a), "direct"),
+					ratioGoal(t, "many-small: adaptive goodput / pack-only", ratio(val(a, goodput), ms.ceiling(CeilingPack)), 0.9, true))
+			} else {
+				dc, po := ms.ceiling(CeilingDirect), ms.ceiling(CeilingPack)
+				out = append(out,
+					boolGoal(t, "many-small: adaptive chooses", chosen(a), "gather"),
+					ratioGoal(t, "many-small: adaptive window / direct control", ratio(val(a, func(l *Line) float64 { return l.WindowGbps }), dc), 0.9, true),
+					ratioGoal(t, "many-small: adaptive goodput / min(direct control, pack-only)", ratio(val(a, goodput), math.Min(dc, po)), 0.75, true))
+			}
+		}
+		if byName["few-large"] != nil {
+			out = append(out, ratioGoal(t, "few-large: adaptive / forced direct",
+				ratio(val(get("few-large", "adaptive"), goodput), val(get("few-large", "direct"), goodput)), 0.97, true))
+		}
+		if byName["mixed"] != nil {
+			best := math.Max(val(get("mixed", "direct"), goodput), val(get("mixed", "gather"), goodput))
+			out = append(out, ratioGoal(t, "mixed: adaptive / better of forced direct and gather",
+				ratio(val(get("mixed", "adaptive"), goodput), best), 0.95, true))
+		}
+		if sr := byName["single-read"]; sr != nil {
+			out = append(out, ratioGoal(t, "single-read: adaptive p50 / rtt p50",
+				ratio(val(get("single-read", "adaptive"), func(l *Line) float64 { return l.P50Ms }), sr.ceiling(CeilingRTT)), 1.5, false))
+		}
+		for i := range p.Workloads {
+			wr := &p.Workloads[i]
+			a := wr.line("adaptive")
+			if a == nil || a.Reps == 0 {
+				continue
+			}
+			n := wr.Workload.Name
+			out = append(out,
+				ratioGoal(t, n+": adaptive p95 / p50", ratio(a.P95Ms, a.P50Ms), 1.25, false),
+				ratioGoal(t, n+": adaptive plan / p50", ratio(a.PlanMs, a.P50Ms), 0.05, false),
+				ratioGoal(t, n+": adaptive decode / p50", ratio(a.DecodeMs, a.P50Ms), 0.05, false))
+		}
+		over, leaked, errs := 0, p.Leaked, 0
+		for _, wr := range p.Workloads {
+			for i, l := range wr.Lines {
+				over += wr.OverBound[i]
+				leaked += l.LeakedLeases
+				errs += l.Errors
+			}
+		}
+		out = append(out,
+			countGoal(t, "operations whose staging peak exceeded their P x C", over),
+			countGoal(t, "leaked leases (after each repetition and at shutdown)", leaked),
+			countGoal(t, "failed operations", errs))
+	}
+	return out
+}
+
+// PrintGoals writes the goals block.
+func PrintGoals(out io.Writer, goals []Goal) {
+	if len(goals) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\ngoals (ratios measured in this run; the machine is shared and noisy):\n")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, g := range goals {
+		v := f2(g.Value)
+		if math.IsNaN(g.Value) {
+			v = g.Note
+		}
+		note := ""
+		if g.Verdict == "n/a" && !math.IsNaN(g.Value) {
+			note = g.Note
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.Transport, g.Text, v, g.Target, g.Verdict, note)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,422 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/tools/internal/netns"
+	"github.com/scatterkit/scatterkit/tools/internal/owner"
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// pingsPerRep is how many control round trips each repetition times for
+// the rtt ceiling.
+const pingsPerRep = 3
+
+// packChunk is the staging chunk of the pack-only ceiling: at least the
+// gather service's ParallelMin, so it packs with all pack workers.
+const packChunk = 1 << 20
+
+// opTimeout bounds one operation.
+const opTimeout = 60 * time.Second
+
+// WorkloadResult is one workload's outcome in one pass.
+type WorkloadResult struct {
+	Workload Workload
+	// Lines has one entry per mode, in Config.Modes order.
+	Lines []Line
+	// OverBound counts, per mode, operations whose staging peak exceeded
+	// their P*C.
+	OverBound []int
+	// Ceilings: direct-control, pack-only (absent when the plan's rows
+	// exceed the largest staging class) and rtt.
+	Ceilings []CeilingLine
+	// Verified counts verified repetitions (all modes and the control).
+	Verified int
+}
+
+// PassResult is one pass's outcome.
+type PassResult struct {
+	Transport string
+	Owner     string // where the owner ran
+	Workloads []WorkloadResult
+	// Leaked counts leases outstanding when the owner and the requester
+	// staging closed.
+	Leaked int
+	// Err is what stopped the pass early, or the owner's failure to close.
+	Err error
+	// LoadBefore and LoadAfter are the 1-minute load averages.
+	LoadBefore, LoadAfter float64
+}
+
+// Runner runs the passes of a Config.
+type Runner struct {
+	cfg    *Config
+	stderr io.Writer
+	// emit receives every JSON line (Line and CeilingLine values) as soon
+	// as it is known; nil drops them.
+	emit func(any) error
+	// step is called after every repetition (the progress bar).
+	step func(desc string)
+}
+
+// Run runs every pass. It stops at the first error that makes going on
+// pointless (the context ended, the owner went away, wrong bytes); the
+// results so far are returned with it.
+func (r *Runner) Run(ctx context.Context) ([]PassResult, error) {
+	c := r.cfg
+	var link *netns.Link
+	if c.Owner == OwnerNetns {
+		if err := netns.Available(c.TBF != ""); err != nil {
+			return nil, &OwnerError{Owner: OwnerNetns, Stage: "start", Err: err}
+		}
+		_ = netns.Sweep(ctx, nil)
+		var err error
+		if link, err = netns.Create(ctx, netns.Options{Rate: c.TBF}); err != nil {
+			return nil, &OwnerError{Owner: OwnerNetns, Stage: "start", Err: err}
+		}
+		defer link.Close()
+	}
+	var out []PassResult
+	var errs []error
+	for _, p := range c.Passes {
+		pr := r.runPass(ctx, p, link)
+		out = append(out, pr)
+		if pr.Err != nil {
+			errs = append(errs, pr.Err)
+			var ve *VerifyError
+			if ctx.Err() != nil || errors.As(pr.Err, &ve) {
+				break
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr PassResult) {
+	pr = PassResult{Transport: p.Transport, Owner: r.cfg.Owner, LoadBefore: loadAverage()}
+	s, err := newSession(ctx, r.cfg, p, link, r.stderr)
+	if err != nil {
+		pr.Err = err
+		return pr
+	}
+	pr.Owner = s.own.desc()
+	if link != nil {
+		pr.Owner = fmt.Sprintf("%s, %s %s", pr.Owner, link.Namespace, link.PeerAddr)
+		if link.Rate != "" {
+			pr.Owner += ", tbf " + link.Rate
+		}
+	}
+	defer func() {
+		if err := s.close(&pr.Leaked); err != nil {
+			pr.Err = errors.Join(pr.Err, err)
+		}
+		pr.LoadAfter = loadAverage()
+	}()
+	for i := range p.Workloads {
+		wr, err := s.runWorkload(ctx, &p.Workloads[i], r)
+		pr.Workloads = append(pr.Workloads, wr)
+		for _, l := range wr.Lines {
+			r.emitLine(l)
+		}
+		for _, l := range wr.Ceilings {
+			r.emitLine(l)
+		}
+		if err != nil {
+			pr.Err = err
+			return pr
+		}
+	}
+	return pr
+}
+
+func (r *Runner) emitLine(v any) {
+	if r.emit != nil {
+		if err := r.emit(v); err != nil {
+			fmt.Fprintf(r.stderr, "scatterbench: writing JSON: %v\n", err)
+		}
+	}
+}
+
+// fatal reports whether err should stop the pass: the context ended or
+// the connection to the owner is gone.
+func fatal(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, verbs.ErrClosed)
+}
+
+// planRand returns the generator of a workload's plan: fixed by the seed
+// and the workload's name, so reruns with -seed build the same plans.
+func planRand(seed uint64, name string) *rand.Rand {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return rand.New(rand.NewPCG(seed+planSalt, h.Sum64()))
+}
+
+// runWorkload runs one workload: every repetition runs the ceilings and
+// every mode once, in an order that rotates by one each repetition, so all
+// of them see the same machine over the run.
+func (s *session) runWorkload(ctx context.Context, w *Workload, r *Runner) (WorkloadResult, error) {
+	c := s.cfg
+	res := WorkloadResult{Workload: *w}
+	srcBytes := s.table.Len
+	if w.Dir == verbs.OpWrite {
+		srcBytes = uint64(s.src.Len())
+	}
+	plan, err := w.Plan(planRand(c.Seed, w.Name), srcBytes)
+	if err != nil {
+		return res, err
+	}
+	// Pack-only needs the plan on the owner (source offsets into its
+	// table; a WRITE plan's geometry packed from the table stands for the
+	// requester's packing, which runs the same loops).
+	packOK, err := s.loadPackPlan(ctx, w, plan)
+	if err != nil {
+		return res, err
+	}
+	all := make([]*series, len(c.Modes))
+	for i, m := range c.Modes {
+		all[i] = newSeries(m)
+	}
+	var control, packTimes, rtts []time.Duration
+	const (
+		stepControl = iota
+		stepPack
+		stepRTT
+		stepModes
+	)
+	steps := stepModes + len(all)
+	total := c.Warmup + c.Reps
+	var failure error
+	for rep := 0; rep < total && failure == nil; rep++ {
+		measured, verify := rep >= c.Warmup, rep == 0 || rep == total-1
+		for k := range steps {
+			if err := ctx.Err(); err != nil {
+				failure = err
+				break
+			}
+			switch step := (rep + k) % steps; step {
+			case stepControl:
+				d, err := s.runControl(ctx, verify)
+				if err != nil {
+					failure = err
+				} else if measured {
+					control = append(control, d)
+				}
+				if verify && err == nil {
+					res.Verified++
+				}
+			case stepPack:
+				if !packOK {
+					continue
+				}
+				d, err := s.packOnce(ctx, w, plan)
+				if err != nil {
+					failure = err
+				} else if measured {
+					packTimes = append(packTimes, d)
+				}
+			case stepRTT:
+				for range pingsPerRep {
+					t := time.Now()
+					if _, err := s.conn.Call(ctx, owner.MethodPing, nil, nil); err != nil {
+						failure = fmt.Errorf("scatterbench: ping: %w", err)
+						break
+					}
+					if measured {
+						rtts = append(rtts, time.Since(t))
+					}
+				}
+			default:
+				se := all[step-stepModes]
+				err := s.runMode(ctx, w, plan, se, measured, verify)
+				var ve *VerifyError
+				switch {
+				case errors.As(err, &ve):
+					failure = err
+				case err != nil && fatal(ctx, err):
+					failure = err
+				case err != nil:
+					// Counted in the series; the run goes on.
+				case verify:
+					res.Verified++
+				}
+			}
+			if failure != nil {
+				break
+			}
+		}
+		if r.step != nil {
+			r.step(w.Name)
+		}
+	}
+	for _, se := range all {
+		res.Lines = append(res.Lines, se.line(w, s.transport, c.Owner, c.Seed))
+		res.OverBound = append(res.OverBound, se.overBound)
+		if se.firstErr != nil && r.stderr != nil {
+			fmt.Fprintf(r.stderr, "scatterbench: %s/%s over %s: %d failed operations, first: %v\n",
+				w.Name, se.mode.Name, s.transport, se.errors, se.firstErr)
+		}
+	}
+	ceil := func(name string, n int) CeilingLine {
+		return CeilingLine{Workload: "ceiling/" + name, For: w.Name, Transport: s.transport, Owner: c.Owner, Seed: c.Seed, Reps: n}
+	}
+	if len(control) > 0 {
+		l := ceil(CeilingDirect, len(control))
+		v := gbps(controlCount*controlSize, quantile(control, 0.5))
+		l.GoodputGbps = &v
+		res.Ceilings = append(res.Ceilings, l)
+	}
+	if len(packTimes) > 0 {
+		l := ceil(CeilingPack, len(packTimes))
+		v := gbps(w.Payload(), quantile(packTimes, 0.5))
+		l.GoodputGbps = &v
+		res.Ceilings = append(res.Ceilings, l)
+	}
+	if len(rtts) > 0 {
+		l := ceil(CeilingRTT, len(rtts))
+		v := ms(quantile(rtts, 0.5))
+		l.P50Ms = &v
+		res.Ceilings = append(res.Ceilings, l)
+	}
+	return res, failure
+}
+
+// loadPackPlan stores the plan on the owner for the pack-only ceiling.
+// It reports false when the plan's rows do not fit a staging chunk.
+func (s *session) loadPackPlan(ctx context.Context, w *Workload, p *planfmt.Plan) (bool, error) {
+	if p.Form == planfmt.FormRows && p.Rows.RowSize > packChunk {
+		return false, nil
+	}
+	enc, err := planfmt.AppendPlan(nil, p)
+	if err != nil {
+		return false, fmt.Errorf("scatterbench: %s: encoding the plan: %w", w.Name, err)
+	}
+	resp, err := s.conn.Call(ctx, owner.MethodPackOnly, owner.AppendPackRequest(nil,
+		&owner.PackRequest{Op: owner.PackLoad, PlanID: 1, Plan: enc}), nil)
+	if err != nil {
+		return false, fmt.Errorf("scatterbench: %s: loading the pack-only plan: %w", w.Name, err)
+	}
+	var rep owner.PackReply
+	if err := owner.DecodePackReply(&rep, owner.PackLoad, resp); err != nil {
+		return false, err
+	}
+	if rep.Payload != w.Payload() {
+		return false, fmt.Errorf("scatterbench: %s: the owner sees %d payload bytes, want %d", w.Name, rep.Payload, w.Payload())
+	}
+	return true, nil
+}
+
+// packOnce times one owner-side pack of the loaded plan.
+func (s *session) packOnce(ctx context.Context, w *Workload, p *planfmt.Plan) (time.Duration, error) {
+	chunk := uint64(packChunk)
+	if p.Form == planfmt.FormRows {
+		chunk = max(chunk, p.Rows.RowSize)
+	}
+	resp, err := s.conn.Call(ctx, owner.MethodPackOnly, owner.AppendPackRequest(nil,
+		&owner.PackRequest{Op: owner.PackRun, PlanID: 1, Chunk: chunk, Reps: 1}), nil)
+	if err != nil {
+		return 0, fmt.Errorf("scatterbench: %s: pack-only: %w", w.Name, err)
+	}
+	var rep owner.PackReply
+	if err := owner.DecodePackReply(&rep, owner.PackRun, resp); err != nil {
+		return 0, err
+	}
+	return rep.Times[0], nil
+}
+
+// runControl runs the direct control once into caller 0's destination.
+func (s *session) runControl(ctx context.Context, verify bool) (time.Duration, error) {
+	p := s.control
+	w := &Workload{Name: "ceiling/" + CeilingDirect, Dir: verbs.OpRead}
+	if verify {
+		if err := s.poison(ctx, w, p); err != nil {
+			return 0, err
+		}
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	res, err := s.eng.Do(octx, &verbs.ScatterOp{Conn: s.conn, Dir: verbs.OpRead, Remote: s.table, Local: s.dst,
+		Plan: p, Mode: verbs.ModeDirect})
+	if err != nil {
+		return 0, fmt.Errorf("scatterbench: direct control: %w", err)
+	}
+	if verify {
+		dst := s.dst.Bytes()[:p.DstExtent]
+		if bad := verifyDest(p, dst, streamSource{s.cfg.Seed}, s.cfg.Seed+poisonSalt, 0); bad != nil {
+			bad.Workload, bad.Mode = w.Name, "direct"
+			return 0, bad
+		}
+	}
+	return res.Trace.Total, nil
+}
+
+// runMode runs one repetition of a workload in one mode on every caller
+// at once, records it and, on a verified repetition, checks every
+// destination.
+func (s *session) runMode(ctx context.Context, w *Workload, p *planfmt.Plan, se *series, measured, verify bool) error {
+	c := s.cfg
+	if verify {
+		if err := s.poison(ctx, w, p); err != nil {
+			return err
+		}
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	results := make([]verbs.Result, c.Callers)
+	errs := make([]error, c.Callers)
+	do := func(i int) {
+		op := verbs.ScatterOp{Conn: s.conn, Dir: w.Dir, Plan: p, Mode: se.mode.Verbs}
+		if w.Dir == verbs.OpRead {
+			op.Remote, op.Local, op.LocalOff = s.table, s.dst, uint64(i)*s.dstStride
+		} else {
+			op.Remote, op.RemoteOff, op.Local = s.scratch, uint64(i)*s.writeStride, s.src
+		}
+		results[i], errs[i] = s.eng.Do(octx, &op)
+	}
+	if c.Callers == 1 {
+		do(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range c.Callers {
+			wg.Go(func() { do(i) })
+		}
+		wg.Wait()
+	}
+	if err := ctx.Err(); err != nil {
+		// Interrupted: what was in flight is not a failed operation.
+		return err
+	}
+	var first error
+	for i := range results {
+		se.add(results[i], errs[i], measured)
+		if errs[i] != nil && first == nil {
+			first = errs[i]
+		}
+	}
+	st, err := s.ownerStats(ctx)
+	if err != nil {
+		return errors.Join(first, err)
+	}
+	leased := int(st.Leases)
+	if s.staging != nil {
+		leased += s.staging.Pool().Stats().Leases
+	}
+	se.leaked = max(se.leaked, leased)
+	if first != nil {
+		return first
+	}
+	if verify {
+		if err := s.check(ctx, w, p, se.mode.Name); err != nil {
+			return err
+		}
+		se.verified++
+	}
+	return nil
+}

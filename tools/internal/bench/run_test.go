@@ -1,0 +1,264 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/tools/internal/netns"
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// tinyWorkloads are small versions of the shapes the benchmark runs: a
+// fixed-row READ, a mixed ranges READ and a fragmented WRITE.
+var tinyWorkloads = []Workload{
+	{Name: "rows", Dir: verbs.OpRead, Small: Frags{264, 2000}, Src: Random, Dst: Contiguous},
+	{Name: "mixed", Dir: verbs.OpRead, Small: Frags{264, 600}, Large: Frags{64 << 10, 4}, Src: Random, Dst: Contiguous},
+	{Name: "write", Dir: verbs.OpWrite, Small: Frags{128, 1500}, Src: Random, Dst: Fragmented},
+}
+
+func tinyConfig(t *testing.T, transport, ownerKind string, ws ...Workload) *Config {
+	return &Config{Passes: []Pass{{Transport: transport, Workloads: ws}}, Owner: ownerKind, Modes: Modes[:3],
+		StagingSlots: 4, StagingBytes: 4 << 20, Callers: 1, Reps: 3, Warmup: 1, Seed: testSeed(t),
+		TableBytes: 8 << 20, Quiet: true}
+}
+
+// run runs c and returns the passes and every emitted JSON line.
+func run(t *testing.T, c *Config) ([]PassResult, []map[string]any, error) {
+	t.Helper()
+	var lines []map[string]any
+	var stderr bytes.Buffer
+	r := &Runner{cfg: c, stderr: &stderr, emit: func(v any) error {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		lines = append(lines, m)
+		return nil
+	}}
+	passes, err := r.Run(testContext(t))
+	if stderr.Len() > 0 {
+		t.Logf("stderr:\n%s", stderr.String())
+	}
+	return passes, lines, err
+}
+
+// checkLines checks the JSON lines of a pass for consistency.
+func checkLines(t *testing.T, c *Config, transport string, lines []map[string]any) {
+	t.Helper()
+	perWorkload := map[string]int{}
+	ceilings := map[string]int{}
+	for _, l := range lines {
+		name := l["workload"].(string)
+		require.Equal(t, transport, l["transport"])
+		require.Equal(t, float64(c.Seed), l["seed"])
+		if strings.HasPrefix(name, "ceiling/") {
+			ceilings[l["for"].(string)+" "+name]++
+			if name == "ceiling/rtt" {
+				require.Positive(t, l["p50_ms"])
+				require.Nil(t, l["goodput_gbps"])
+			} else {
+				require.Positive(t, l["goodput_gbps"])
+				require.Nil(t, l["p50_ms"])
+			}
+			continue
+		}
+		perWorkload[name]++
+		mode := l["mode"].(string)
+		require.Equal(t, float64(c.Reps*c.Callers), l["reps"], "%s/%s", name, mode)
+		require.Zero(t, l["errors"], "%s/%s", name, mode)
+		require.Zero(t, l["leaked_leases"], "%s/%s", name, mode)
+		p50, p95 := l["p50_ms"].(float64), l["p95_ms"].(float64)
+		require.Positive(t, p50)
+		require.GreaterOrEqual(t, p95, p50)
+		payload := l["payload_bytes"].(float64)
+		want := payload * 8 / (p50 / 1e3) / 1e9
+		require.InEpsilon(t, want, l["goodput_gbps"].(float64), 1e-6, "goodput is payload over p50 in Gbit/s")
+		require.Positive(t, l["window_gbps"])
+		for _, f := range []string{"plan_ms", "control_ms", "decode_ms", "pack_ms", "complete_ms"} {
+			require.GreaterOrEqual(t, l[f].(float64), 0.0)
+			require.LessOrEqual(t, l[f].(float64), p95, "%s is a median stage time, within the p95 of the whole operation", f)
+		}
+		switch mode {
+		case "direct":
+			require.Equal(t, "direct", l["chosen"])
+			require.Zero(t, l["staging_bound_bytes"])
+		case "gather":
+			require.Equal(t, "gather", l["chosen"])
+			if l["direction"] == "write" && transport == "shm" {
+				// shm cannot expose the requester's staging: WRITE
+				// gathers fall back to direct, and say so.
+				require.Equal(t, float64(c.Reps+c.Warmup), l["fallbacks"])
+				continue
+			}
+			require.Zero(t, l["fallbacks"])
+			require.Positive(t, l["staging_bound_bytes"])
+			require.Positive(t, l["staging_peak_bytes"])
+			if l["direction"] == "read" {
+				require.Positive(t, l["decode_ms"])
+				require.Positive(t, l["pack_ms"])
+			}
+		}
+	}
+	for _, w := range c.Passes[0].Workloads {
+		require.Equal(t, len(c.Modes), perWorkload[w.Name], w.Name)
+		for _, cl := range []string{CeilingDirect, CeilingPack, CeilingRTT} {
+			require.Equal(t, 1, ceilings[w.Name+" ceiling/"+cl], "%s for %s", cl, w.Name)
+		}
+	}
+}
+
+func TestRunInproc(t *testing.T) {
+	for _, tr := range []string{"tcp", "shm"} {
+		t.Run(tr, func(t *testing.T) {
+			c := tinyConfig(t, tr, OwnerInproc, tinyWorkloads...)
+			passes, lines, err := run(t, c)
+			require.NoError(t, err)
+			require.Len(t, passes, 1)
+			p := passes[0]
+			require.NoError(t, p.Err)
+			require.Zero(t, p.Leaked)
+			require.Equal(t, "inproc", p.Owner)
+			require.Len(t, p.Workloads, len(tinyWorkloads))
+			for _, w := range p.Workloads {
+				require.Equal(t, 2*(len(c.Modes)+1), w.Verified, "first and last repetition of every mode and the control")
+				// OverBound is what verbs did (a chunk that is not a size
+				// class leases more than C): reported, not asserted.
+				require.Len(t, w.OverBound, len(c.Modes))
+			}
+			checkLines(t, c, tr, lines)
+			var table bytes.Buffer
+			PrintTable(&table, c, passes)
+			require.Contains(t, table.String(), "Gbit/s (1e9 bit/s)")
+			for _, w := range tinyWorkloads {
+				require.Contains(t, table.String(), w.Name)
+			}
+		})
+	}
+}
+
+func TestRunCallers(t *testing.T) {
+	c := tinyConfig(t, "tcp", OwnerInproc, tinyWorkloads[0], tinyWorkloads[2])
+	c.Callers, c.Reps, c.Modes = 3, 2, []Mode{Modes[1], Modes[2]}
+	passes, lines, err := run(t, c)
+	require.NoError(t, err)
+	require.NoError(t, passes[0].Err)
+	checkLines(t, c, "tcp", lines)
+}
+
+// TestVerificationCatchesCorruption flips one destination byte after an
+// operation: the run must fail with a *VerifyError naming it.
+func TestVerificationCatchesCorruption(t *testing.T) {
+	for _, w := range []Workload{tinyWorkloads[0], tinyWorkloads[2]} {
+		t.Run(w.Name, func(t *testing.T) {
+			c := tinyConfig(t, "tcp", OwnerInproc, w)
+			c.Modes = Modes[1:2]
+			var at int
+			c.corrupt = func(dst []byte) {
+				at = len(dst) / 3
+				dst[at] ^= 0x20
+			}
+			passes, _, err := run(t, c)
+			require.ErrorIs(t, err, ErrVerify)
+			var ve *VerifyError
+			require.True(t, errors.As(err, &ve))
+			require.Equal(t, w.Name, ve.Workload)
+			require.Equal(t, "gather", ve.Mode)
+			require.Equal(t, uint64(at), ve.Offset)
+			require.Equal(t, ve.Want^0x20, ve.Got)
+			require.ErrorIs(t, passes[0].Err, ErrVerify)
+			require.Zero(t, passes[0].Leaked, "the owner still shut down cleanly")
+		})
+	}
+}
+
+func TestRunProcessOwner(t *testing.T) {
+	c := tinyConfig(t, "tcp", OwnerProcess, tinyWorkloads[0])
+	selfOwner(t, c)
+	passes, lines, err := run(t, c)
+	require.NoError(t, err)
+	require.Contains(t, passes[0].Owner, "process (pid ")
+	checkLines(t, c, "tcp", lines)
+}
+
+func TestRunProcessOwnerFails(t *testing.T) {
+	c := tinyConfig(t, "tcp", OwnerProcess, tinyWorkloads[0])
+	c.ownerCommand = []string{"/bin/false"}
+	passes, _, err := run(t, c)
+	require.ErrorIs(t, err, ErrOwner)
+	var oe *OwnerError
+	require.True(t, errors.As(err, &oe))
+	require.Equal(t, "start", oe.Stage)
+	require.ErrorIs(t, passes[0].Err, ErrOwner)
+}
+
+// TestRunNetns runs the owner in a network namespace over a shaped veth
+// (root with ip and tc only) and checks the namespace is gone afterwards.
+func TestRunNetns(t *testing.T) {
+	if err := netns.Available(true); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	c := tinyConfig(t, "tcp", OwnerNetns, tinyWorkloads[0])
+	c.TBF = "2gbit"
+	c.Modes = Modes[2:3]
+	selfOwner(t, c)
+	passes, lines, err := run(t, c)
+	require.NoError(t, err)
+	require.Contains(t, passes[0].Owner, "netns (pid ")
+	require.Contains(t, passes[0].Owner, netns.Prefix)
+	require.Contains(t, passes[0].Owner, "tbf 2gbit")
+	checkLines(t, c, "tcp", lines)
+	out, err := runCmd(testContext(t), "ip", "netns", "list")
+	require.NoError(t, err)
+	require.NotContains(t, out, netns.Prefix+itoa(os.Getpid()), "the namespace was removed")
+}
+
+func TestMainRuns(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, plotDir := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "plots")
+	var stdout, stderr bytes.Buffer
+	code := Main(testContext(t), []string{"-owner", "inproc", "-table-bytes", "8MiB", "-staging-bytes", "4MiB",
+		"-workloads", "single-read", "-frags", "500", "-transport", "tcp,shm", "-reps", "2", "-warmup", "0",
+		"-seed", "7", "-json", jsonPath, "-plot", plotDir}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	require.Contains(t, stdout.String(), "goals (ratios measured in this run")
+	require.Contains(t, stdout.String(), "single-read: adaptive p50 / rtt p50")
+	b, err := os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	n := strings.Count(string(b), "\n")
+	require.Equal(t, 2*2*(3+3), n, "2 passes x 2 workloads x (3 modes + 3 ceilings)")
+	for _, name := range []string{"goodput-tcp.png", "stages-tcp.png", "goodput-shm.png", "stages-shm.png"} {
+		png, err := os.ReadFile(filepath.Join(plotDir, name))
+		require.NoError(t, err)
+		require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")), name)
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	require.Equal(t, 2, Main(context.Background(), []string{"-reps", "zero"}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), "invalid value")
+	require.Equal(t, 0, Main(context.Background(), []string{"-h"}, &stdout, &stderr))
+}
+
+func TestGoodputUnits(t *testing.T) {
+	require.InDelta(t, 8.0, gbps(1e9, 1e9), 1e-12, "1 GB in 1 s is 8 Gbit/s")
+	require.Zero(t, gbps(100, 0))
+	require.True(t, math.IsNaN(ratio(1, 0)))
+}
+
+func itoa(v int) string { return strconv.Itoa(v) }
+
+func runCmd(ctx context.Context, argv ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	return string(out), err
+}

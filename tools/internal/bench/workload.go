@@ -1,0 +1,349 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/tools/internal/units"
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// Order is how fragment sources lie in the source region.
+type Order string
+
+// Layout is how fragment destinations lie in the destination extent.
+type Layout string
+
+const (
+	// Random sources: rows (or ranges aligned to their size; large
+	// ranges to 4 KiB) picked uniformly from the source region.
+	Random Order = "random"
+	// Sequential sources: one after the other from a random start.
+	Sequential Order = "sequential"
+
+	// Contiguous destinations: back to back in plan order.
+	Contiguous Layout = "contiguous"
+	// Fragmented destinations: a gap as long as the fragment after each
+	// (rows: a strided layout with stride 2R).
+	Fragmented Layout = "fragmented"
+)
+
+// Frags is a count of fragments of one size.
+type Frags struct {
+	Size  uint64
+	Count int
+}
+
+func (f Frags) bytes() uint64 { return f.Size * uint64(f.Count) }
+
+// Workload is one geometry scatterbench runs. Small fragments alone lower
+// to a fixed-row plan (planfmt FormRows: ids into a table of Small.Size
+// rows); with large fragments the plan is general ranges (FormRanges), the
+// large ones at random positions among the small.
+type Workload struct {
+	Name  string
+	Doc   string
+	Dir   verbs.Op // OpRead (owner -> requester) or OpWrite
+	Small Frags
+	Large Frags
+	Src   Order
+	Dst   Layout
+}
+
+// Named is the table of named workloads, the one place to add more (later
+// issues add engram-*, reshard-*, structobj-*). "matrix" (Matrix) and
+// "custom" (the geometry flags) are built, not listed.
+var Named = []Workload{
+	{Name: "many-small", Dir: verbs.OpRead, Small: Frags{264, 98_304}, Src: Random, Dst: Contiguous,
+		Doc: "98,304 random 264 B rows of the owner's table into a contiguous destination (an Engram layer read; fixed-row plan)"},
+	{Name: "many-small-131k", Dir: verbs.OpRead, Small: Frags{264, 131_072}, Src: Random, Dst: Contiguous,
+		Doc: "131,072 random 264 B rows into a contiguous destination (fixed-row plan)"},
+	{Name: "few-large", Dir: verbs.OpRead, Large: Frags{512 << 10, 64}, Src: Random, Dst: Contiguous,
+		Doc: "64 random 512 KiB ranges into a contiguous destination (the direct control's geometry)"},
+	{Name: "mixed", Dir: verbs.OpRead, Small: Frags{264, 32_768}, Large: Frags{512 << 10, 64}, Src: Random, Dst: Contiguous,
+		Doc: "32,768 random 264 B ranges and 64 random 512 KiB ranges, interleaved, into a contiguous destination (a Reshard mix; ranges plan)"},
+	{Name: "single-read", Dir: verbs.OpRead, Small: Frags{264, 1}, Src: Random, Dst: Contiguous,
+		Doc: "one random 264 B row: the latency of a minimal operation"},
+}
+
+// DefaultWorkloads run when -workloads is not given.
+var DefaultWorkloads = []string{"many-small", "few-large", "mixed", "single-read"}
+
+// Matrix geometry: the RFC's validation matrix, within MatrixCap bytes of
+// payload per workload.
+var (
+	MatrixSizes  = []uint64{64, 128, 264, 512, 1 << 10, 4 << 10, 32 << 10, 512 << 10}
+	MatrixCounts = []int{1 << 10, 4 << 10, 32 << 10, 98_304, 131_072}
+)
+
+// MatrixCap bounds a matrix workload's payload so the matrix stays fast.
+const MatrixCap = 32 << 20
+
+// Matrix returns the validation matrix: every fragment size with every
+// count whose payload is at most MatrixCap (a size for which no count fits
+// gets MatrixCap/size fragments), each with random and sequential sources,
+// contiguous and fragmented destinations, READ and WRITE. Names read
+// "matrix/264Bx98304/random-contiguous/read".
+func Matrix() []Workload {
+	var out []Workload
+	for _, size := range MatrixSizes {
+		var counts []int
+		for _, c := range MatrixCounts {
+			if size*uint64(c) <= MatrixCap {
+				counts = append(counts, c)
+			}
+		}
+		if len(counts) == 0 {
+			counts = []int{int(MatrixCap / size)}
+		}
+		for _, c := range counts {
+			for _, src := range []Order{Random, Sequential} {
+				for _, dst := range []Layout{Contiguous, Fragmented} {
+					for _, dir := range []verbs.Op{verbs.OpRead, verbs.OpWrite} {
+						out = append(out, Workload{
+							Name: fmt.Sprintf("matrix/%sx%d/%s-%s/%s", sizeName(size), c, src, dst, strings.ToLower(dir.String())),
+							Doc:  "validation matrix entry", Dir: dir, Small: Frags{size, c}, Src: src, Dst: dst,
+						})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func sizeName(n uint64) string {
+	switch {
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	default:
+		return fmt.Sprintf("%dB", n)
+	}
+}
+
+// Lookup returns the named workload.
+func Lookup(name string) (Workload, bool) {
+	i := slices.IndexFunc(Named, func(w Workload) bool { return w.Name == name })
+	if i < 0 {
+		return Workload{}, false
+	}
+	return Named[i], true
+}
+
+// Expand resolves a comma-separated workload list: names from Named,
+// "all" (every named workload), "matrix" (Matrix) and "default"
+// (DefaultWorkloads). Duplicates are dropped, order kept.
+func Expand(list string) ([]Workload, error) {
+	var out []Workload
+	seen := map[string]bool{}
+	add := func(w Workload) {
+		if !seen[w.Name] {
+			seen[w.Name] = true
+			out = append(out, w)
+		}
+	}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		switch name {
+		case "":
+			continue
+		case "all":
+			for _, w := range Named {
+				add(w)
+			}
+		case "matrix":
+			for _, w := range Matrix() {
+				add(w)
+			}
+		case "default":
+			for _, n := range DefaultWorkloads {
+				w, _ := Lookup(n)
+				add(w)
+			}
+		default:
+			w, ok := Lookup(name)
+			if !ok {
+				return nil, &FlagError{Flag: "-workloads", Value: name, Reason: "unknown workload; known: " + strings.Join(Names(), ", ") + ", all, matrix, default"}
+			}
+			add(w)
+		}
+	}
+	if len(out) == 0 {
+		return nil, &FlagError{Flag: "-workloads", Value: list, Reason: "names no workload"}
+	}
+	return out, nil
+}
+
+// Names lists the named workloads.
+func Names() []string {
+	var out []string
+	for _, w := range Named {
+		out = append(out, w.Name)
+	}
+	return out
+}
+
+// Fragments returns the workload's fragment count.
+func (w *Workload) Fragments() int { return w.Small.Count + w.Large.Count }
+
+// Payload returns the workload's payload bytes.
+func (w *Workload) Payload() uint64 { return w.Small.bytes() + w.Large.bytes() }
+
+// rows reports whether the workload lowers to the fixed-row form.
+func (w *Workload) rows() bool { return w.Large.Count == 0 }
+
+// DstExtent returns the destination extent of the workload's plans.
+func (w *Workload) DstExtent() uint64 {
+	if w.Dst == Fragmented {
+		return 2 * w.Payload()
+	}
+	return w.Payload()
+}
+
+// Check validates the geometry against a source region of srcBytes.
+func (w *Workload) Check(srcBytes uint64) error {
+	bad := func(reason string) error { return &FlagError{Flag: "-workloads", Value: w.Name, Reason: reason} }
+	switch {
+	case w.Dir != verbs.OpRead && w.Dir != verbs.OpWrite:
+		return bad("direction must be read or write")
+	case w.Src != Random && w.Src != Sequential:
+		return bad(fmt.Sprintf("source order %q: want random or sequential", w.Src))
+	case w.Dst != Contiguous && w.Dst != Fragmented:
+		return bad(fmt.Sprintf("destination layout %q: want contiguous or fragmented", w.Dst))
+	case w.Small.Count < 0 || w.Large.Count < 0:
+		return bad("negative fragment count")
+	case w.Fragments() == 0:
+		return bad("no fragments")
+	case w.Small.Count > 0 && w.Small.Size == 0, w.Large.Count > 0 && w.Large.Size == 0:
+		return bad("zero fragment size")
+	case w.Small.Size > math.MaxUint32 || w.Large.Size > math.MaxUint32:
+		return bad("a fragment must be under 4 GiB (one work request)")
+	case w.Small.Count > 1<<24 || w.Large.Count > 1<<24:
+		return bad("more than 16,777,216 fragments of one size")
+	}
+	if w.rows() && w.Small.Size > srcBytes {
+		return bad(fmt.Sprintf("a %s row does not fit the %s source region", units.FormatBytes(int64(w.Small.Size)), units.FormatBytes(int64(srcBytes))))
+	}
+	if !w.rows() && max(w.Small.Size, w.Large.Size) > srcBytes {
+		return bad(fmt.Sprintf("a fragment does not fit the %s source region", units.FormatBytes(int64(srcBytes))))
+	}
+	if w.Src == Sequential && w.Payload() > srcBytes {
+		return bad(fmt.Sprintf("sequential sources need %s, the source region holds %s",
+			units.FormatBytes(int64(w.Payload())), units.FormatBytes(int64(srcBytes))))
+	}
+	if w.DstExtent() > 1<<36 {
+		return bad("destination extent over 64 GiB")
+	}
+	return nil
+}
+
+// Plan builds a plan of the workload over a source region of srcBytes,
+// drawing positions from r. Destinations come in increasing order (the
+// verifier relies on it).
+func (w *Workload) Plan(r *rand.Rand, srcBytes uint64) (*planfmt.Plan, error) {
+	if err := w.Check(srcBytes); err != nil {
+		return nil, err
+	}
+	if w.rows() {
+		return w.rowsPlan(r, srcBytes), nil
+	}
+	return w.rangesPlan(r, srcBytes), nil
+}
+
+func (w *Workload) rowsPlan(r *rand.Rand, srcBytes uint64) *planfmt.Plan {
+	size, n := w.Small.Size, w.Small.Count
+	rows := srcBytes / size
+	id := func(i int, base uint64) uint64 {
+		if w.Src == Sequential {
+			return base + uint64(i)
+		}
+		return r.Uint64N(rows)
+	}
+	var base uint64
+	if w.Src == Sequential {
+		base = r.Uint64N(rows - uint64(n) + 1)
+	}
+	p := &planfmt.Plan{Form: planfmt.FormRows, SrcExtent: srcBytes, DstExtent: w.DstExtent(),
+		Rows: planfmt.Rows{RowSize: size, TableRows: rows}}
+	if rows <= math.MaxInt32 {
+		ids := make([]int32, n)
+		for i := range ids {
+			ids[i] = int32(id(i, base))
+		}
+		p.Rows.IDs32 = ids
+	} else {
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = int64(id(i, base))
+		}
+		p.Rows.IDs64 = ids
+	}
+	if w.Dst == Fragmented {
+		p.Rows.Layout = planfmt.Layout{Kind: planfmt.LayoutStrided, Cols: 1, RowStride: 2 * size, ColStride: size}
+	}
+	return p
+}
+
+func (w *Workload) rangesPlan(r *rand.Rand, srcBytes uint64) *planfmt.Plan {
+	n := w.Fragments()
+	large := make([]bool, n)
+	for _, i := range r.Perm(n)[:w.Large.Count] {
+		large[i] = true
+	}
+	var seq uint64
+	if w.Src == Sequential {
+		seq = r.Uint64N(srcBytes - w.Payload() + 1)
+	}
+	rs := make([]planfmt.Range, n)
+	var dst uint64
+	for i := range rs {
+		size, align := w.Small.Size, w.Small.Size
+		if large[i] {
+			size, align = w.Large.Size, 4096
+		}
+		var src uint64
+		if w.Src == Sequential {
+			src, seq = seq, seq+size
+		} else {
+			src = r.Uint64N((srcBytes-size)/align+1) * align
+		}
+		rs[i] = planfmt.Range{Src: src, Dst: dst, Len: size}
+		dst += size
+		if w.Dst == Fragmented {
+			dst += size
+		}
+	}
+	return &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: srcBytes, DstExtent: w.DstExtent(), Ranges: rs}
+}
+
+// forEachFragment calls fn for every carrying fragment of p in plan
+// order: source offset, destination offset, length.
+func forEachFragment(p *planfmt.Plan, fn func(i int, src, dst, n uint64) bool) {
+	if p.Form == planfmt.FormRanges {
+		for i, r := range p.Ranges {
+			if r.Len > 0 && !fn(i, r.Src, r.Dst, r.Len) {
+				return
+			}
+		}
+		return
+	}
+	rw := &p.Rows
+	for i := range rw.Len() {
+		id := rw.ID(i)
+		if id < 0 {
+			continue
+		}
+		dst := rw.DstBase + uint64(i)*rw.RowSize
+		if rw.Layout.Kind == planfmt.LayoutStrided {
+			t, k := uint64(i)/rw.Layout.Cols, uint64(i)%rw.Layout.Cols
+			dst = rw.DstBase + t*rw.Layout.RowStride + k*rw.Layout.ColStride
+		}
+		if !fn(i, rw.SrcBase+uint64(id)*rw.RowSize, dst, rw.RowSize) {
+			return
+		}
+	}
+}

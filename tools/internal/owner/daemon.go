@@ -1,0 +1,243 @@
+package owner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/scatterkit/scatterkit/tools/internal/units"
+	"github.com/scatterkit/scatterkit/verbs/discovery"
+)
+
+// ReadyEvent is the JSON line Main prints on stdout once the owner serves.
+type ReadyEvent struct {
+	Event     string        `json:"event"` // "ready"
+	Name      string        `json:"name,omitempty"`
+	Directory string        `json:"directory,omitempty"`
+	Revision  int64         `json:"revision,omitempty"`
+	Transport string        `json:"transport"`
+	Addr      string        `json:"addr"`
+	Pid       int           `json:"pid"`
+	Regions   []EventRegion `json:"regions"`
+	// Seed is set for generated data.
+	Seed *uint64 `json:"seed,omitempty"`
+	// Staging shape.
+	StagingBytes int64 `json:"staging_bytes"`
+	StagingSlots int   `json:"staging_slots"`
+	PackWorkers  int   `json:"pack_workers"`
+}
+
+// EventRegion is an exported region in a ReadyEvent.
+type EventRegion struct {
+	Name   string `json:"name"`
+	Bytes  uint64 `json:"bytes"`
+	Access string `json:"access"`
+}
+
+// ClosedEvent is the JSON line Main prints on stdout after shutting down.
+type ClosedEvent struct {
+	Event        string `json:"event"` // "closed"
+	Reason       string `json:"reason"`
+	LeakedLeases int    `json:"leaked_leases"`
+	Leak         string `json:"leak,omitempty"`
+	Reads        uint64 `json:"gather_reads"`
+	Writes       uint64 `json:"gather_writes"`
+	Failed       uint64 `json:"gather_failed"`
+	StagingPeak  int64  `json:"staging_peak_bytes"`
+	Error        string `json:"error,omitempty"`
+}
+
+// DefaultDirectory is the discovery file Main publishes into unless told
+// otherwise: on /dev/shm when it exists (records mean something only for
+// the current boot), else in the temporary directory.
+func DefaultDirectory() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm/scatterkit-discovery.json"
+	}
+	return filepath.Join(os.TempDir(), "scatterkit-discovery.json")
+}
+
+// byteFlag is a flag.Value of a size with units ("1GiB").
+type byteFlag struct{ v *int64 }
+
+func (b byteFlag) String() string {
+	if b.v == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*b.v, 10)
+}
+
+func (b byteFlag) Set(s string) error {
+	n, err := units.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b.v = n
+	return nil
+}
+
+// options are Main's command line.
+type options struct {
+	cfg       Config
+	directory string
+	stdinEOF  bool
+	quiet     bool
+}
+
+func parse(name string, args []string, out io.Writer) (options, error) {
+	var o options
+	c := &o.cfg
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.Transport, "transport", TransportTCP, "transport: tcp or shm")
+	fs.StringVar(&c.Listen, "listen", "", "address to serve at (tcp: host:port, default 127.0.0.1:0; shm: socket path or @name, default @scatterd-PID-N)")
+	fs.StringVar(&c.File, "file", "", "serve this file's contents (mapped shared); exclusive with -size")
+	fs.BoolVar(&c.Writable, "rw", false, "let requesters WRITE the data region (a -file is changed in place; tcp only for files)")
+	fs.Var(byteFlag{&c.Size}, "size", "serve this many bytes of generated data (e.g. 1GiB); exclusive with -file")
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the generated data (package pattern's stream)")
+	fs.StringVar(&c.Export, "export", DefaultExport, "export name of the data region")
+	fs.Var(byteFlag{&c.Scratch}, "scratch", "also export a read-write region \"scratch\" of this size (0: none)")
+	fs.Uint64Var(&c.ScratchSeed, "scratch-seed", 2, "seed of the scratch region's initial bytes")
+	fs.Var(byteFlag{&c.StagingBytes}, "staging", "gather service staging pool size (default 64MiB)")
+	fs.IntVar(&c.StagingSlots, "slots", DefaultStagingSlots, "staging slots (chunks in flight) one gather command may hold")
+	fs.IntVar(&c.PackWorkers, "pack-workers", 0, "goroutines packing one chunk (0: min(GOMAXPROCS, 8))")
+	fs.BoolVar(&c.NoHugePages, "no-huge-pages", false, "skip the transparent huge page advice for generated tcp data")
+	fs.StringVar(&c.Name, "name", fmt.Sprintf("scatterd/%d", os.Getpid()), "discovery record name")
+	fs.StringVar(&o.directory, "discovery", DefaultDirectory(), "discovery directory file (file backend); \"off\" publishes nothing")
+	fs.BoolVar(&c.BenchControl, "bench-control", false, "serve the pack-only benchmark method (owner package doc, # Format)")
+	fs.BoolVar(&o.stdinEOF, "stdin-eof", false, "shut down when standard input reaches end of file (for a parent process)")
+	fs.BoolVar(&o.quiet, "quiet", false, "print only the JSON events")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, &ConfigError{Field: "arguments", Value: fs.Arg(0), Reason: "unexpected; every setting is a flag"}
+	}
+	if o.directory == "off" || o.directory == "" {
+		o.directory, c.Name = "", ""
+	}
+	return o, nil
+}
+
+// Main runs the owner daemon (scatterd, and scatterbench's owner mode):
+// it parses args, starts the owner, prints a ReadyEvent line on stdout and
+// a summary on stderr, serves until ctx ends, SIGINT or SIGTERM arrives,
+// the discovery record is lost or (with -stdin-eof) stdin ends, then shuts
+// down (withdrawing the record, closing the segment, reporting staging
+// leases) and prints a ClosedEvent line. It returns the exit status: 0
+// after a clean shutdown, 1 when starting failed or leases leaked, 2 for a
+// usage error.
+func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o, err := parse(name, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if o.stdinEOF && stdin != nil {
+		go func() {
+			_, _ = io.Copy(io.Discard, stdin)
+			cancel(errors.New("standard input closed"))
+		}()
+	}
+	if o.directory != "" {
+		dir, err := discovery.NewFile(o.directory)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: discovery %s: %v\n", name, o.directory, err)
+			return 1
+		}
+		defer dir.Close()
+		o.cfg.Directory = dir
+	}
+	o.cfg.OnError = func(err error) {
+		if !o.quiet {
+			fmt.Fprintf(stderr, "%s: connection: %v\n", name, err)
+		}
+	}
+	own, err := Start(ctx, o.cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if errors.Is(err, ErrConfig) {
+			return 2
+		}
+		return 1
+	}
+	in := own.Info()
+	ev := ReadyEvent{Event: "ready", Name: in.Name, Directory: o.directory, Revision: in.Revision,
+		Transport: in.Transport, Addr: in.Addr, Pid: in.Pid, StagingBytes: in.StagingBytes,
+		StagingSlots: in.StagingSlots, PackWorkers: in.PackWorkers}
+	for _, r := range in.Regions {
+		ev.Regions = append(ev.Regions, EventRegion{Name: r.Name, Bytes: r.Len, Access: r.Access.String()})
+	}
+	if in.Generated {
+		ev.Seed = &in.Seed
+	}
+	w := bufio.NewWriter(stdout)
+	writeEvent(w, ev)
+	if !o.quiet {
+		src := "file " + o.cfg.File
+		if in.Generated {
+			src = fmt.Sprintf("generated data (seed %d)", in.Seed)
+		}
+		fmt.Fprintf(stderr, "%s: serving %s on %s %s (%s, %s); staging %s, %d slots, %d pack workers\n",
+			name, in.Regions[0].Name, in.Transport, in.Addr, units.FormatBytes(int64(in.Regions[0].Len)), src,
+			units.FormatBytes(in.StagingBytes), in.StagingSlots, in.PackWorkers)
+		if in.Name != "" {
+			fmt.Fprintf(stderr, "%s: published %q (revision %d) in %s; stop with SIGINT or SIGTERM\n", name, in.Name, in.Revision, o.directory)
+		}
+	}
+	var lost <-chan struct{}
+	if reg := own.Registration(); reg != nil {
+		lost = reg.Done()
+	}
+	reason := "signal"
+	select {
+	case <-ctx.Done():
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			reason = c.Error()
+		}
+	case <-lost:
+		reason = fmt.Sprintf("discovery record lost: %v", own.Registration().Err())
+	}
+	rep, cerr := own.Close()
+	ce := ClosedEvent{Event: "closed", Reason: reason, LeakedLeases: rep.LeakedLeases, Leak: rep.Leak,
+		Reads: rep.Service.Reads, Writes: rep.Service.Writes,
+		Failed: rep.Service.Refused + rep.Service.Exhausted + rep.Service.Aborted, StagingPeak: rep.StagingPeak}
+	if cerr != nil {
+		ce.Error = cerr.Error()
+	}
+	writeEvent(w, ce)
+	if !o.quiet {
+		fmt.Fprintf(stderr, "%s: closed (%s): %d gather reads, %d writes, %d failed; %d staging leases leaked\n",
+			name, reason, ce.Reads, ce.Writes, ce.Failed, ce.LeakedLeases)
+	}
+	if cerr != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, cerr)
+		return 1
+	}
+	return 0
+}
+
+func writeEvent(w *bufio.Writer, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // the event types always marshal
+	}
+	_, _ = w.Write(append(b, '\n'))
+	_ = w.Flush()
+}
