@@ -108,13 +108,52 @@
 // the classes of large spans direct and gather the small ones (hybrid).
 // ModeDirect, ModeGather and ModeHybrid force a mode.
 //
-// Direct: one WorkRequest per coalesced span (split above 4 GiB). The
+// Direct: one WorkRequest per coalesced span (split above 4 GiB), except
+// on a mapped Conn (below). The
 // engine owns the completion queue of every Conn it runs on: a per-Conn
 // driver goroutine polls completions in batches, routes them to their
 // operation by request ID (slot and generation, no per-request state) and
 // posts waiting requests as the queue frees, so the queue stays full.
 // Requests, completions and operation states are reused: a steady-state
 // direct operation allocates nothing.
+//
+// Mapped direct: a Conn that implements [Mapper] (shm) has the owner's
+// exported regions mapped into this process, so a one-sided READ or WRITE
+// is a memcpy the requester performs. On such a Conn every direct part (a
+// direct operation, the direct spans of a hybrid, a gather's fallback)
+// is run by the engine as local copies under one [Mapper.HoldMapped]
+// instead of work requests: a fixed-row plan through bufferpool/pack's
+// unchecked gather loops from the source extent's table into the
+// destination extent, contiguous or strided ([T,K] as one 1-D layout per
+// line of the longer dimension), split over the engine's pack.Workers
+// with pack's threshold; a ranges plan as one copy per coalesced span,
+// split by bytes over the engine's copy crew for large operations. Both
+// use EngineConfig.CopyWorkers goroutines (W). A READ of a fixed-row plan
+// is thus exactly a random-row gather into the caller's destination, with
+// no staging and no second copy. The loops run unchecked because the plan
+// was normalized (fragments inside the extents, ids inside the table,
+// destinations disjoint) and the extents are checked against the lengths
+// the Mapper returns (the real mapping, not the caller's RegionInfo). The
+// Mapper grants only what the owner granted: a WRITE to a region exported
+// without remote write fails with ErrAccess before any byte moves. The
+// part completes when the copy returns: Trace.Window is the copy time,
+// Trace.Mapped its bytes, and Trace.DirectRequests stays 0.
+// EngineConfig.PostOnMapped turns this off.
+//
+// Pricing mapped direct: the cost model's T_direct charges N/R_post for
+// the requests. On a mapped Conn a request is a copy the engine makes with
+// W workers, so R_post is set, per operation, to the rate that makes
+// N/R_post the local gather time S/(W*B_mem) + M/(W*R_copy), with B_mem
+// and R_copy from the engine's local calibration (EngineConfig.Calibration,
+// the staging probe, or a probe with W workers run once by Prepare or the
+// first mapped ModeAuto operation); the queue never limits (Q >= N), since
+// nothing is in flight; B_net and L stay the link's. T_gather already
+// holds the owner's packing of the same bytes, S/(P*B_mem) + M/(P*R_copy),
+// plus the command, the pipeline fill and the bulk transfer, so with the
+// owner packing on no more cores than W the model predicts direct, and
+// ModeAuto chooses it without any "shm means direct" rule. An owner that
+// packs with more workers than W can still win, as it would in fact.
+// Forced ModeGather and ModeHybrid still run the owner's gather.
 //
 // Gather READ: the destination must be exposed on the Conn
 // (ConnectOptions.Expose, AccessRemoteWrite); the capability answer lists

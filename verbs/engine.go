@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/scatterkit/scatterkit/bufferpool/pack"
 	"github.com/scatterkit/scatterkit/costmodel"
 )
 
@@ -63,6 +65,16 @@ type EngineConfig struct {
 	// KeepStates bounds the idle per-operation states kept for reuse
 	// (default 64).
 	KeepStates int
+
+	// CopyWorkers is how many goroutines, the caller included, share the
+	// copies of one mapped direct operation (a Conn that implements
+	// Mapper); default min(GOMAXPROCS, 8). It is the W of the mapped
+	// direct cost (see "Mapped direct" in the package doc).
+	CopyWorkers int
+	// PostOnMapped makes direct transfers on a mapped Conn post work
+	// requests like on any other Conn instead of copying through the
+	// mapping (for comparisons; the default copies).
+	PostOnMapped bool
 }
 
 func (c EngineConfig) withDefaults() (EngineConfig, error) {
@@ -99,6 +111,9 @@ func (c EngineConfig) withDefaults() (EngineConfig, error) {
 	if c.KeepStates == 0 {
 		c.KeepStates = 64
 	}
+	if c.CopyWorkers == 0 {
+		c.CopyWorkers = min(runtime.GOMAXPROCS(0), 8)
+	}
 	bad := func(field string, v any, reason string) error {
 		return &InvalidOpError{Field: "EngineConfig." + field, Reason: fmt.Sprintf("%v: %s", v, reason)}
 	}
@@ -115,6 +130,8 @@ func (c EngineConfig) withDefaults() (EngineConfig, error) {
 		return c, bad("T*", "negative", "model constants must be >= 0")
 	case c.MinRunFragments < 1 || c.PollBatch < 1 || c.KeepStates < 0 || c.CalibrationBudget < 0:
 		return c, bad("MinRunFragments/PollBatch/KeepStates", "", "out of range")
+	case c.CopyWorkers < 1 || c.CopyWorkers > 1<<10:
+		return c, bad("CopyWorkers", c.CopyWorkers, "out of range [1, 1024]")
 	}
 	return c, nil
 }
@@ -129,8 +146,17 @@ func (c EngineConfig) withDefaults() (EngineConfig, error) {
 // the first direct transfer) that polls completions in batches and keeps
 // the queue full; the driver ends when the Conn closes or the Engine does.
 type Engine struct {
-	cfg   EngineConfig
-	local costmodel.Calibration // for WRITE gather
+	cfg EngineConfig
+
+	calMu sync.Mutex
+	calOK bool
+	local costmodel.Calibration // for WRITE gather and mapped direct
+
+	// Mapped direct copies: rows over pack's workers, spans over the
+	// crew (both nil when CopyWorkers is 1).
+	copyWorkers int
+	rowWorkers  *pack.Workers
+	spanCrew    *spanCrew
 
 	ctx    context.Context // ends at Close: stops the drivers
 	cancel context.CancelFunc
@@ -182,7 +208,13 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, conns: make(map[Conn]*connState)}
+	e := &Engine{cfg: cfg, conns: make(map[Conn]*connState), copyWorkers: cfg.CopyWorkers}
+	if cfg.Calibration != nil && cfg.Staging == nil {
+		if !(cfg.Calibration.BMem > 0) || !(cfg.Calibration.RCopy > 0) {
+			return nil, &InvalidOpError{Field: "EngineConfig.Calibration", Reason: "BMem and RCopy must be positive"}
+		}
+		e.local, e.calOK = *cfg.Calibration, true
+	}
 	if cfg.Staging != nil {
 		if cfg.Staging.Region() == nil || cfg.Staging.Pool() == nil {
 			return nil, &InvalidOpError{Field: "EngineConfig.Staging", Reason: "not registered"}
@@ -200,6 +232,11 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		if !(e.local.BMem > 0) || !(e.local.RCopy > 0) {
 			return nil, &InvalidOpError{Field: "EngineConfig.Calibration", Reason: "BMem and RCopy must be positive"}
 		}
+		e.calOK = true
+	}
+	if cfg.CopyWorkers > 1 {
+		e.rowWorkers = pack.NewWorkers(cfg.CopyWorkers)
+		e.spanCrew = newSpanCrew(cfg.CopyWorkers)
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	return e, nil
@@ -234,6 +271,8 @@ func (e *Engine) Close() error {
 	e.active.Wait()
 	e.cancel()
 	e.wg.Wait()
+	e.rowWorkers.Close()
+	e.spanCrew.close()
 	e.mu.Lock()
 	clear(e.conns)
 	e.free = nil
@@ -244,7 +283,10 @@ func (e *Engine) Close() error {
 // Prepare asks c's owner for its gather capability (once per Conn; later
 // calls return the cached answer) so the first operation does not pay
 // for it. A segment without a gather service answers with an error
-// wrapping ErrNotSupported; operations on c then run direct.
+// wrapping ErrNotSupported; operations on c then run direct. On a Conn
+// that implements Mapper, Prepare also runs the engine's local
+// calibration (once, when EngineConfig gave none) that prices mapped
+// direct copies.
 func (e *Engine) Prepare(ctx context.Context, c Conn) (OwnerInfo, error) {
 	cs, err := e.conn(c)
 	if err != nil {
@@ -256,6 +298,13 @@ func (e *Engine) Prepare(ctx context.Context, c Conn) (OwnerInfo, error) {
 	}
 	out := *info
 	out.Exposed = append([]RegionInfo(nil), info.Exposed...)
+	if _, mapped := c.(Mapper); mapped && !e.cfg.PostOnMapped {
+		// Mapped direct needs the local calibration: probe now rather
+		// than in the first operation.
+		if _, err := e.localCalibration(); err != nil {
+			return OwnerInfo{}, err
+		}
+	}
 	return out, nil
 }
 

@@ -10,22 +10,32 @@ import (
 )
 
 // TestAdaptiveChoice checks what ModeAuto picks under fixed link
-// parameters (small requests cost 1 us each, bulk 3 GB/s, 30 us RTT):
-// gather for many small rows, direct for a few large ranges, hybrid for a
-// mix of both.
+// parameters (small requests cost 1 us each, bulk 3 GB/s, 30 us RTT) and
+// the fixed test calibration. On tcp: gather for many small rows, direct
+// for a few large ranges, hybrid for a mix of both. On shm the Conn maps
+// the owner's table, so direct is the requester's own copy, priced as the
+// local gather it is (no per-request cost): direct for all three, which
+// the gather path (the same packing plus a transfer) cannot beat.
 func TestAdaptiveChoice(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			r := newRand(t)
+			mapped := be.name == "shm"
+			pick := func(unmapped verbs.Mode) verbs.Mode {
+				if mapped {
+					return verbs.ModeDirect
+				}
+				return unmapped
+			}
 			for _, tc := range []struct {
 				name string
 				plan *planfmt.Plan
 				want verbs.Mode
 			}{
-				{"many-small", rowsPlan(r, tableBytes, 6000, 264, 0, 0), verbs.ModeGather},
+				{"many-small", rowsPlan(r, tableBytes, 6000, 264, 0, 0), pick(verbs.ModeGather)},
 				{"few-large", mixedPlan(r, tableBytes, 0, 0, 6, 256<<10), verbs.ModeDirect},
 				// Small spans of 285-300 B share one size class.
-				{"mixed", mixedPlan(r, tableBytes, 3000, 300, 4, 128<<10), verbs.ModeHybrid},
+				{"mixed", mixedPlan(r, tableBytes, 3000, 300, 4, 128<<10), pick(verbs.ModeHybrid)},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					// A fresh connection: no moving measurements yet, so the
@@ -45,9 +55,22 @@ func TestAdaptiveChoice(t *testing.T) {
 						require.Positive(t, res.Trace.Window)
 						require.Positive(t, res.Trace.WindowGoodput())
 						require.Contains(t, res.Decision.String(), "gather")
-					default:
-						require.Equal(t, 6, res.Trace.DirectRequests)
+					case verbs.ModeDirect:
+						if !mapped {
+							require.Equal(t, 6, res.Trace.DirectRequests)
+							require.Zero(t, res.Trace.Mapped)
+							require.Zero(t, res.Trace.Chunks)
+							break
+						}
+						require.Zero(t, res.Trace.DirectRequests, "mapped: copies, no work requests")
+						require.Equal(t, res.Bytes, res.Trace.Mapped)
+						require.Positive(t, res.Trace.Window)
 						require.Zero(t, res.Trace.Chunks)
+						if tc.plan.Form == planfmt.FormRows {
+							// The gather candidate packs the same rows and
+							// then transfers them: never ahead of direct.
+							require.Less(t, res.Decision.Direct.Total, res.Decision.Gather.Total, "decision:\n%v", res.Decision)
+						}
 					}
 					st := f.eng.Stats()
 					require.Equal(t, uint64(1), st.Ops)

@@ -147,6 +147,10 @@ func newFixture(t testing.TB, r *rand.Rand, cfg fixtureConfig) *fixture {
 		opts.Expose = append(opts.Expose, verbs.Export{Name: "dst", Region: f.local})
 	}
 	ecfg := cfg.engine
+	if ecfg.Calibration == nil {
+		// Mapped direct (shm) is priced with the local calibration.
+		ecfg.Calibration = &testCalibration
+	}
 	if cfg.reqStaging {
 		f.reqStaging, err = verbs.NewStaging(f.req, bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true},
 			verbs.AccessLocal|verbs.AccessRemoteRead)
@@ -155,9 +159,6 @@ func newFixture(t testing.TB, r *rand.Rand, cfg fixtureConfig) *fixture {
 			opts.Expose = append(opts.Expose, f.reqStaging.Export("staging"))
 		}
 		ecfg.Staging = f.reqStaging
-		if ecfg.Calibration == nil {
-			ecfg.Calibration = &testCalibration
-		}
 	}
 	f.conn, err = f.req.Connect(testContext(t), f.seg.Addr(), opts)
 	require.NoError(t, err)

@@ -49,7 +49,7 @@ func (op *Operation) prepareGather() {
 		op.runs = runs
 	}
 	if err != nil {
-		if op.mode == ModeHybrid {
+		if op.mode == ModeHybrid && op.mapper == nil {
 			op.cs.release(&op.primary)
 		}
 		op.noGather(FallbackUnsupported, fmt.Errorf("verbs: gather command: %w", err))

@@ -97,6 +97,23 @@ func (op *Operation) splitPlan(p costmodel.Params, forced bool) {
 // classes) and the gathered sub-plan (spans of gather classes) in one pass
 // over the spans.
 func (op *Operation) buildHybrid() {
+	if op.mapper != nil {
+		// The direct part copies through the mapping: spans, no requests.
+		op.mspans, op.mstream, op.mbytes = op.mspans[:0], op.mstream[:0], 0
+		sub := op.sub[:0]
+		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
+			if op.bucketModes[spanClass(n)] == costmodel.ModeGather {
+				sub = append(sub, planfmt.Range{Src: src, Dst: dst, Len: n})
+			} else {
+				op.addSpan(src, dst, n)
+			}
+			return true
+		})
+		op.sub = sub
+		op.subPlan = planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent,
+			DstExtent: op.sop.Plan.DstExtent, Ranges: sub}
+		return
+	}
 	id := op.cs.reserve(&op.primary)
 	wrs, sub := op.primary.wrs[:0], op.sub[:0]
 	op.norm.ForEachSpan(func(src, dst, n uint64) bool {

@@ -35,6 +35,15 @@ type Operation struct {
 	chunk        int64              // gather chunk size C
 	slots        int                // gather staging slots P
 
+	// mapper is the Conn's Mapper when direct parts copy through its
+	// mapping; mspans, mstream and mbytes are the spans a mapped part
+	// copies (ranges plans, hybrid and fallback parts), their stream
+	// offsets and their payload.
+	mapper  Mapper
+	mspans  []planfmt.Range
+	mstream []uint64
+	mbytes  uint64
+
 	primary, fallback directPart
 	sub               []planfmt.Range // hybrid: the gathered spans
 	wave              []planfmt.Range // WRITE gather: one wave's command ranges
@@ -56,7 +65,8 @@ type Operation struct {
 
 // reset drops references so an idle state pins nothing of the caller.
 func (op *Operation) reset() {
-	op.cs, op.ctx, op.sop = nil, nil, ScatterOp{}
+	op.cs, op.ctx, op.sop, op.mapper = nil, nil, ScatterOp{}, nil
+	op.mspans, op.mstream, op.mbytes = op.mspans[:0], op.mstream[:0], 0
 	op.primary.op, op.fallback.op = nil, nil
 	op.primary.wrs, op.fallback.wrs = op.primary.wrs[:0], op.fallback.wrs[:0]
 	op.sub, op.runs, op.wave = op.sub[:0], op.runs[:0], op.wave[:0]
@@ -174,6 +184,9 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 	op.id = e.nextID.Add(1)
 	op.fb, op.lastData = FallbackNone, time.Time{}
 	op.trace = Trace{OpID: op.id, Start: t0}
+	if m, ok := sop.Conn.(Mapper); ok && !e.cfg.PostOnMapped {
+		op.mapper = m
+	}
 	stage.Begin(op.id, stage.Op)
 	stage.Begin(op.id, stage.Plan)
 	if err := planfmt.Normalize(&op.norm, sop.Plan); err != nil {
@@ -279,6 +292,23 @@ func (op *Operation) gatherable(info *OwnerInfo) Fallback {
 
 // params builds the cost model's inputs for this operation.
 func (op *Operation) params(info *OwnerInfo) costmodel.Params {
+	p := op.linkParams(info)
+	if op.mapper != nil {
+		// Direct is a local copy here; see mappedParams. Without a local
+		// calibration (its probe failed) the owner's, taken on this same
+		// host, stands in.
+		cal := costmodel.Calibration{BMem: info.BMem, RCopy: info.RCopy}
+		if loc, err := op.e.localCalibration(); err == nil {
+			cal = loc
+		}
+		p = op.mappedParams(p, cal)
+	}
+	return p
+}
+
+// linkParams builds the cost model's inputs from the link, the owner's
+// packing figures and the direct rate observed on the Conn.
+func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 	cfg := &op.e.cfg
 	lp := op.cs.conn.LinkParams()
 	p := costmodel.Params{
@@ -399,9 +429,17 @@ func (op *Operation) launch(inline bool) {
 		// goroutine while the owner packs.
 		op.parts = 2
 		go op.runGather()
+		if op.mapper != nil {
+			op.runMapped(&op.primary, true)
+			return
+		}
 		op.submitReserved(&op.primary)
 	default:
 		op.parts = 1
+		if op.mapper != nil {
+			op.runMapped(&op.primary, false)
+			return
+		}
 		id := op.cs.reserve(&op.primary)
 		wrs := op.primary.wrs[:0]
 		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
@@ -486,6 +524,13 @@ func (op *Operation) gatherDone(err error, fb Fallback) {
 	op.mu.Unlock()
 	// The gather part is replaced by its direct fallback.
 	p := &op.fallback
+	if op.mapper != nil {
+		if op.mode == ModeHybrid {
+			op.setSpans(op.sub)
+		}
+		op.runMapped(p, op.mode == ModeHybrid)
+		return
+	}
 	id := op.cs.reserve(p)
 	if op.mode == ModeHybrid {
 		p.wrs = op.rangeRequests(p.wrs[:0], id, op.sub)

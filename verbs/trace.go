@@ -54,6 +54,11 @@ type Trace struct {
 	StagingPeak int64
 	// DirectRequests is the number of work requests the requester posted.
 	DirectRequests int
+	// Mapped is the payload the requester copied itself through the
+	// Conn's mapping (a Conn that implements Mapper) instead of posting
+	// work requests: the direct part of an operation on shm. For such a
+	// part Window is the copy time.
+	Mapped uint64
 	// Waves is the number of gather commands sent (WRITE sends one per
 	// wave of at most P*C bytes; READ one).
 	Waves int
@@ -76,8 +81,8 @@ func rate(b uint64, d time.Duration) float64 {
 
 // String summarizes the trace on one line.
 func (t *Trace) String() string {
-	return fmt.Sprintf("op %d: %d B total %v (%.3f GB/s) plan %v call %v control %v decode %v pack %v scatter %v fill %v window %v (%.3f GB/s) complete %v; chunks %d x %d B, slots %d, workers %d, peak %d B, direct wrs %d, waves %d",
+	return fmt.Sprintf("op %d: %d B total %v (%.3f GB/s) plan %v call %v control %v decode %v pack %v scatter %v fill %v window %v (%.3f GB/s) complete %v; chunks %d x %d B, slots %d, workers %d, peak %d B, direct wrs %d, mapped %d B, waves %d",
 		t.OpID, t.Payload, t.Total, t.Goodput()/1e9, t.Plan, t.Call, t.Control, t.Decode, t.Pack, t.Scatter,
 		t.OwnerFill, t.Window, t.WindowGoodput()/1e9, t.Complete, t.Chunks, t.ChunkBytes, t.Slots,
-		t.PackWorkers, t.StagingPeak, t.DirectRequests, t.Waves)
+		t.PackWorkers, t.StagingPeak, t.DirectRequests, t.Mapped, t.Waves)
 }

@@ -85,6 +85,42 @@ type Conn interface {
 	Close() error
 }
 
+// Mapper is an optional interface of a [Conn] whose backend has the
+// owner's exported regions mapped into this process (verbs/shm does; tcp
+// does not). Through such a Conn a one-sided READ or WRITE is a copy the
+// requester makes itself, so the [Engine] runs the direct part of an
+// operation as local copies through the mapping instead of posting one
+// work request per span (see "Mapped direct" in the package doc).
+//
+// HoldMapped resolves remote, the key of a region the owner exported
+// (as listed by Remote), to its mapping, and local, a region registered
+// with the Conn's transport with [AccessLocal], to its memory. need is
+// the remote access the copies will use: [AccessRemoteRead] to copy out of
+// the owner's region, [AccessRemoteWrite] to copy into it. The mapper
+// grants only what the owner granted: a region exported without remote
+// write is mapped read-only, and asking for AccessRemoteWrite on it fails
+// with an error wrapping [ErrAccess], so a read-only region is never
+// handed out for writing. Other failures wrap [ErrBadKey] (a remote key
+// the Conn does not map, a local region not registered with its
+// transport), ErrAccess (a local region without AccessLocal) or
+// [ErrClosed] (the connection ended).
+//
+// On success remoteMem is the whole mapped region (its length is the
+// mapped length: bounds are checked against it, not against a
+// caller-supplied RegionInfo) and localMem the local region's bytes. Both
+// stay valid until ReleaseMapped: until then the Conn does not unmap the
+// owner's regions and the transport does not deregister local. Every
+// successful HoldMapped must be followed by exactly one ReleaseMapped, as
+// soon as the copies are done (one operation): Close, Register and
+// Deregister on the Conn's transport wait for it. Holds may overlap (from
+// many goroutines) and may be released on another goroutine than the
+// one that took them; a holder must not call Post, Poll or Wait on the
+// Conn before releasing.
+type Mapper interface {
+	HoldMapped(local *Region, remote Key, need Access) (localMem, remoteMem []byte, err error)
+	ReleaseMapped()
+}
+
 // Peer is the owner's view of the requester that made a control call. It
 // posts work requests toward the regions that requester exposed
 // (Remote), using this side's registered regions as the local side. A

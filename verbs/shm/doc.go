@@ -47,6 +47,13 @@
 // 37.7 GB/s. BenchmarkReadSmall (98,304 random 264 B rows) ran at 1.8-3.0
 // GB/s, about the speed of the random-row gather itself.
 //
+// The requester's Conn also implements verbs.Mapper: HoldMapped hands out
+// the owner's region as mapped here (read-only unless the owner granted
+// remote write; asking a read-only region for write fails with
+// verbs.ErrAccess) together with the local region, under the same read
+// locks a Post holds, so the verbs engine can run a direct operation as
+// its own gather loop instead of one request per span.
+//
 // An owner's handler Peer copies the same way into (or out of) the
 // requester's exposures. So its requests are complete when Post returns,
 // and certainly before the REPLY is written.

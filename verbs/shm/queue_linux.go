@@ -19,6 +19,16 @@ type mapping struct {
 	gone  error // set when unmapped: Post fails with it
 	maps  [][]byte
 	table *regtab.Table
+	// visible indexes the listed regions (never the hidden probe) by key
+	// for verbs.Mapper.
+	visible map[verbs.Key]mappedRegion
+}
+
+// mappedRegion is one listed region of the other side as mapped here.
+// mem is read-write exactly when access has AccessRemoteWrite.
+type mappedRegion struct {
+	mem    []byte
+	access verbs.Access
 }
 
 func (m *mapping) unmap(err error) {
@@ -29,7 +39,7 @@ func (m *mapping) unmap(err error) {
 	}
 	m.gone = err
 	unmapAll(m.maps)
-	m.maps = nil
+	m.maps, m.visible = nil, nil
 }
 
 // copyOp is one validated copy of a batch.

@@ -430,7 +430,7 @@ func mapRegions(infos []verbs.RegionInfo, fds []int, probe verbs.RegionInfo) (*m
 	if len(fds) != want {
 		return nil, &verbs.ProtocolError{Stage: "handshake", Reason: fmt.Sprintf("%d descriptors for %d regions", len(fds), want)}
 	}
-	m := &mapping{}
+	m := &mapping{visible: make(map[verbs.Key]mappedRegion, len(infos))}
 	entries := make([]regtab.TableEntry, 0, want)
 	for i, ri := range infos {
 		mem, err := mapPeer(fds[i], ri.Len, ri.Access&verbs.AccessRemoteWrite != 0, false)
@@ -439,6 +439,7 @@ func mapRegions(infos []verbs.RegionInfo, fds []int, probe verbs.RegionInfo) (*m
 			return nil, &verbs.ProtocolError{Stage: "handshake", Reason: fmt.Sprintf("region %q: %v", ri.Name, err)}
 		}
 		m.maps = append(m.maps, mem)
+		m.visible[ri.Key] = mappedRegion{mem: mem, access: ri.Access}
 		entries = append(entries, regtab.TableEntry{Info: ri, Mem: mem})
 	}
 	if probe.Key != 0 {
