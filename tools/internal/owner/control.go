@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
-	"github.com/scatterkit/scatterkit/bufferpool/pack"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/verbs"
 )
@@ -27,8 +27,6 @@ const (
 	// MaxStoredPlans is how many loaded plans an owner keeps (per owner,
 	// oldest dropped first).
 	MaxStoredPlans = 8
-	// packAcquireTimeout bounds the wait for the pack-only staging lease.
-	packAcquireTimeout = time.Second
 )
 
 // PackOp is the operation of a pack-only request.
@@ -216,8 +214,8 @@ type storedPlan struct {
 
 // control serves the owner's control methods.
 type control struct {
-	o       *Owner
-	workers *pack.Workers
+	o    *Owner
+	norm planfmt.Normalized // PackOnly's reused normalization (under run)
 
 	mu    sync.Mutex
 	plans []storedPlan // oldest first
@@ -225,17 +223,10 @@ type control struct {
 }
 
 func newControl(o *Owner) *control {
-	c := &control{o: o}
-	if o.cfg.PackWorkers > 1 {
-		c.workers = pack.NewWorkers(o.cfg.PackWorkers)
-	}
-	return c
+	return &control{o: o}
 }
 
 func (c *control) close() {
-	c.run.Lock()
-	c.workers.Close()
-	c.run.Unlock()
 	c.mu.Lock()
 	c.plans = nil
 	c.mu.Unlock()
@@ -307,8 +298,10 @@ func (c *control) load(conn uint64, r *PackRequest) (PackReply, error) {
 	return PackReply{Payload: g.Bytes, Fragments: g.Fragments}, nil
 }
 
-// runPlan packs a stored plan into one staging lease of the chunk size,
-// chunk after chunk, r.Reps times, with the gather service's parallelism.
+// runPlan packs a stored plan r.Reps times with the gather service's own
+// pack-only entry point: the same cursors, loops and pack workers as a
+// gather command, into one staging lease of the chunk size, with no
+// transfer.
 func (c *control) runPlan(ctx context.Context, conn uint64, r *PackRequest) (PackReply, error) {
 	bad := func(field, reason string, err error) error {
 		return &ControlError{Method: MethodPackOnly, Field: field, Reason: reason, Err: err}
@@ -324,78 +317,19 @@ func (c *control) runPlan(ctx context.Context, conn uint64, r *PackRequest) (Pac
 	if sp.plan == nil {
 		return PackReply{}, bad("plan id", fmt.Sprintf("%d is not loaded on this connection", r.PlanID), nil)
 	}
-	pool := c.o.staging.Pool()
-	maxSlot := uint64(pool.Stats().MaxSlot)
-	rowSize := uint64(1)
-	if sp.plan.Form == planfmt.FormRows {
-		rowSize = sp.plan.Rows.RowSize
-	}
-	if r.Chunk > maxSlot || r.Chunk < rowSize {
-		return PackReply{}, bad("chunk", fmt.Sprintf("%d bytes outside [row %d, largest staging class %d]", r.Chunk, rowSize, maxSlot), nil)
+	if r.Chunk > math.MaxInt32 {
+		return PackReply{}, bad("chunk", fmt.Sprintf("%d bytes is too large", r.Chunk), nil)
 	}
 	c.run.Lock()
 	defer c.run.Unlock()
-	lease, err := pool.AcquireTimeout(int(r.Chunk), packAcquireTimeout)
-	if err != nil {
-		return PackReply{}, bad("staging", "no lease", err)
-	}
-	defer func() { _ = lease.Release() }()
-	buf := lease.Bytes()
-	src := c.o.data.Bytes()[:sp.plan.SrcExtent]
 	rep := PackReply{Workers: 1, Times: make([]time.Duration, 0, r.Reps)}
 	for range r.Reps {
-		if err := ctx.Err(); err != nil {
-			return PackReply{}, bad("run", "cancelled", err)
+		res, err := c.o.svc.PackOnly(ctx, c.o.data.Key(), 0, sp.plan, int(r.Chunk), &c.norm)
+		if err != nil {
+			return PackReply{}, bad("run", "pack-only failed", err)
 		}
-		t := time.Now()
-		w := c.packOnce(buf, src, sp.plan)
-		rep.Times = append(rep.Times, time.Since(t))
-		rep.Workers = max(rep.Workers, w)
+		rep.Times = append(rep.Times, res.Elapsed)
+		rep.Workers = max(rep.Workers, uint32(res.Workers))
 	}
 	return rep, nil
-}
-
-// packOnce packs the whole plan through buf, chunk by chunk, the way the
-// gather service packs a READ command (rows: the generated loops, split
-// among the pack workers for chunks of at least ParallelMin bytes;
-// ranges: copy, serially). It returns the most workers a chunk used.
-func (c *control) packOnce(buf, src []byte, p *planfmt.Plan) uint32 {
-	if p.Form == planfmt.FormRanges {
-		out := 0
-		for _, rg := range p.Ranges {
-			for done := uint64(0); done < rg.Len; {
-				if out == len(buf) {
-					out = 0
-				}
-				n := min(rg.Len-done, uint64(len(buf)-out))
-				s := rg.Src + done
-				out += copy(buf[out:], src[s:s+n])
-				done += n
-			}
-		}
-		return 1
-	}
-	rw := &p.Rows
-	table := src[rw.SrcBase : rw.SrcBase+rw.TableRows*rw.RowSize]
-	if len(rw.IDs32) != 0 {
-		return packRows(c, buf, table, rw.IDs32, int(rw.RowSize))
-	}
-	return packRows(c, buf, table, rw.IDs64, int(rw.RowSize))
-}
-
-func packRows[I pack.ID](c *control, buf, table []byte, ids []I, r int) uint32 {
-	per := len(buf) / r
-	used := uint32(1)
-	for lo := 0; lo < len(ids); lo += per {
-		hi := min(lo+per, len(ids))
-		l := pack.Layout{Rows: hi - lo, RowBytes: r}
-		// The ids were validated against the table by DecodePlan.
-		if c.workers != nil && (hi-lo)*r >= c.o.cfg.ParallelMin &&
-			pack.ParallelGatherUnchecked(c.workers, buf, table, ids[lo:hi], l) == nil {
-			used = uint32(c.workers.Len())
-			continue
-		}
-		pack.GatherUnchecked(buf, table, ids[lo:hi], l)
-	}
-	return used
 }
