@@ -66,7 +66,7 @@ func bars(pl *plot.Plot, series []string, values [][]float64) error {
 
 func goodputPlot(path string, p PassResult) error {
 	pl := plot.New()
-	pl.Title.Text = fmt.Sprintf("scatterbench goodput over %s (owner %s)", p.Transport, p.Owner)
+	pl.Title.Text = fmt.Sprintf("scatterbench goodput over %s, owner %s", p.Transport, p.Owner)
 	pl.Y.Label.Text = "Gbit/s (payload / p50)"
 	var names []string
 	modes := map[string]bool{}
