@@ -32,3 +32,7 @@ func BenchmarkReadLarge(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCall is a warm control-call round trip: a no-op handler, and
+// one that WRITEs four 264 B rows through its Peer before replying.
+func BenchmarkCall(b *testing.B) { verbstest.BenchCall(b, backend) }

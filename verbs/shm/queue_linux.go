@@ -53,6 +53,7 @@ type queue struct {
 	m     *mapping
 	cq    *cq.Queue
 	infos []verbs.RegionInfo
+	s     *session // owner: the session whose calls use it as their Peer
 
 	postMu sync.Mutex
 	ops    []copyOp
@@ -64,13 +65,23 @@ func newQueue(t *Transport, m *mapping, depth int) *queue {
 }
 
 // Post implements verbs.Queue.
-func (q *queue) Post(wrs []verbs.WorkRequest) (int, error) {
+func (q *queue) Post(wrs []verbs.WorkRequest) (int, error) { return q.post(wrs, false, 0) }
+
+// post is Post; checked (a Peer's) posts only while the queue is still at
+// epoch.
+func (q *queue) post(wrs []verbs.WorkRequest, checked bool, epoch uint64) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
 	q.postMu.Lock()
 	defer q.postMu.Unlock()
-	n, err := q.cq.Reserve(len(wrs))
+	var n int
+	var err error
+	if checked {
+		n, err = q.cq.ReserveAt(epoch, len(wrs))
+	} else {
+		n, err = q.cq.Reserve(len(wrs))
+	}
 	if n == 0 {
 		if err == verbs.ErrQueueFull {
 			return 0, err // bare: a full queue is routine and must not allocate

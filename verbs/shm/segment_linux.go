@@ -234,6 +234,7 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 	s.peerDepth = sg.opts.QueueDepth
 	s.sem = make(chan struct{}, sg.opts.MaxCalls)
 	s.admit = make(chan struct{}, maxWaitingCalls*sg.opts.MaxCalls)
+	s.startWorkers(sg.opts.MaxCalls)
 	sg.mu.Lock()
 	if sg.closed {
 		sg.mu.Unlock()

@@ -49,6 +49,8 @@ type session struct {
 	sem   chan struct{} // owner: bounds running calls
 	admit chan struct{} // owner: bounds outstanding calls
 
+	peerState // owner: pooled Peers, call jobs and handler workers
+
 	wg   sync.WaitGroup // the reader goroutine
 	hwg  sync.WaitGroup // handler goroutines
 	dead chan struct{}
@@ -256,87 +258,6 @@ func (s *session) roundTrip(ctx context.Context, ping bool, method uint16, req, 
 func (s *session) ping(ctx context.Context) error {
 	_, err := s.roundTrip(ctx, true, 0, nil, nil)
 	return err
-}
-
-// onCall reads a CALL and runs its handler on a new goroutine.
-func (s *session) onCall(h *frame.Header) error {
-	req := make([]byte, h.Len)
-	if err := s.rd.ReadFull(req); err != nil {
-		return err
-	}
-	hd := s.seg.handler(h.Method)
-	if hd == nil {
-		return s.write(&frame.Header{Type: frame.TypeReply, Status: verbs.StatusNotSupported, Method: h.Method, ID: h.ID}, nil)
-	}
-	// The reader does not wait for a call slot (pings and further calls
-	// would queue behind it); the call's goroutine does. Only a requester
-	// with more than maxWaitingCalls calls outstanding per running slot is
-	// cut off.
-	select {
-	case s.admit <- struct{}{}:
-	default:
-		return s.protocolErr(fmt.Sprintf("more than %d calls outstanding", cap(s.admit)))
-	}
-	s.hwg.Add(1)
-	go s.serveCall(h.ID, h.Method, hd, req)
-	return nil
-}
-
-// maxWaitingCalls is how many calls a connection may have outstanding,
-// per ListenOptions.MaxCalls that may run at once.
-const maxWaitingCalls = 16
-
-var respPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-// serveCall runs a handler and sends its REPLY. A shm Peer's work
-// requests complete inside Post, so all of them are done by now.
-func (s *session) serveCall(id uint64, method uint16, hd verbs.Handler, req []byte) {
-	defer s.hwg.Done()
-	defer func() { <-s.admit }()
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.ctx.Done():
-		return // the session ended; its caller gets ErrClosed
-	}
-	defer func() { <-s.sem }()
-	q := newQueue(s.t, s.maps, s.peerDepth)
-	bp := respPool.Get().(*[]byte)
-	resp, err := hd.ServeCall(s.ctx, peer{q, s}, req, (*bp)[:0])
-	q.cq.Close(closedErr(verbs.ErrClosed))
-	r := frame.Header{Type: frame.TypeReply, Method: method, ID: id}
-	payload := resp
-	if err != nil {
-		r.Status = verbs.StatusHandler
-		payload = []byte(err.Error())
-		payload = payload[:min(len(payload), verbs.MaxErrorMessage)]
-	} else if len(payload) > frame.MaxMessage {
-		r.Status = verbs.StatusHandler
-		payload = fmt.Appendf(nil, "response of %d bytes exceeds %d", len(resp), frame.MaxMessage)
-	}
-	r.Len = uint32(len(payload))
-	_ = s.write(&r, payload)
-	respPool.Put(bp) // resp was copied; the handler's growth of it, if any, is dropped
-}
-
-// peer is the owner's verbs.Peer for one running call.
-type peer struct {
-	*queue
-	s *session
-}
-
-var _ verbs.Peer = peer{}
-
-// ConnID implements verbs.Peer.
-func (p peer) ConnID() uint64 { return p.s.id }
-
-// LinkParams implements verbs.Queue: the requester's measurements, with
-// this Peer's queue depth.
-func (p peer) LinkParams() verbs.LinkParams {
-	p.s.mu.Lock()
-	lp := p.s.params
-	p.s.mu.Unlock()
-	lp.QueueDepth = p.cq.Depth()
-	return lp
 }
 
 // sendMsg writes b with the descriptors attached.

@@ -125,3 +125,7 @@ func BenchmarkCeilingGather(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(dst))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
+
+// BenchmarkCall is a warm control-call round trip: a no-op handler, and
+// one that WRITEs four 264 B rows through its Peer before replying.
+func BenchmarkCall(b *testing.B) { verbstest.BenchCall(b, backend) }

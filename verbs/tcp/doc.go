@@ -41,6 +41,20 @@
 // other direction. The requester validates them against the regions it
 // exposed, exactly as the owner validates requests.
 //
+// # Control calls
+//
+// Repeated calls set nothing up: a warm Call allocates nothing on either
+// side. The requester reuses its pending-call records and appends the
+// REPLY to the caller's buffer. The owner keeps, per connection, parked
+// handler goroutines (up to 16), call records with their request and
+// response buffers (up to 16; requests up to 4 MiB), and the queues of
+// ended calls' Peers (up to 16). A call's Peer is a fresh handle on a
+// reused queue, tied to the queue's epoch: when the call ends the queue
+// moves to the next epoch, so a Peer a handler kept fails with
+// verbs.ErrClosed and never reaches a later call's requests or
+// completions. Handles come from slabs of 256 (one 4 KiB allocation per
+// 256 calls), and never serve two calls.
+//
 // # Ordering
 //
 // Frames of one lane are handled in order; frames of different lanes are

@@ -42,8 +42,9 @@ type slot struct {
 }
 
 // initiator posts work requests on a session's lanes and collects their
-// answers into a completion queue. The requester's Conn has one; each
-// owner Peer has its own.
+// answers into a completion queue. The requester's Conn has one; on the
+// owner each running call's Peer has its own, taken from the session's
+// idle ones (see peer).
 type initiator struct {
 	s      *session
 	qid    uint32
@@ -70,13 +71,23 @@ func newInitiator(s *session, qid uint32, depth int, remote []verbs.RegionInfo) 
 }
 
 // Post implements verbs.Queue.
-func (in *initiator) Post(wrs []verbs.WorkRequest) (int, error) {
+func (in *initiator) Post(wrs []verbs.WorkRequest) (int, error) { return in.post(wrs, false, 0) }
+
+// post is Post; checked (a Peer's) posts only while the queue is still at
+// epoch.
+func (in *initiator) post(wrs []verbs.WorkRequest, checked bool, epoch uint64) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
 	in.postMu.Lock()
 	defer in.postMu.Unlock()
-	n, err := in.cq.Reserve(len(wrs))
+	var n int
+	var err error
+	if checked {
+		n, err = in.cq.ReserveAt(epoch, len(wrs))
+	} else {
+		n, err = in.cq.Reserve(len(wrs))
+	}
 	if n == 0 {
 		if err == verbs.ErrQueueFull {
 			return 0, err // bare: a full queue is routine and must not allocate

@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -250,6 +249,7 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	s.peerDepth = sg.opts.QueueDepth
 	s.sem = make(chan struct{}, sg.opts.MaxCalls)
 	s.admit = make(chan struct{}, maxWaitingCalls*sg.opts.MaxCalls)
+	s.startWorkers(sg.opts.MaxCalls)
 	s.joined = make([]bool, hello.Lanes)
 	s.joined[0] = true
 	var tok [8]byte
@@ -317,122 +317,4 @@ func setSockopts(nc *net.TCPConn, cfg Config) {
 		_ = nc.SetReadBuffer(cfg.SocketBuffer)
 		_ = nc.SetWriteBuffer(cfg.SocketBuffer)
 	}
-}
-
-// peer is the owner's verbs.Peer for one running call.
-type peer struct {
-	*initiator
-}
-
-var _ verbs.Peer = peer{}
-
-// ConnID implements verbs.Peer.
-func (p peer) ConnID() uint64 { return p.s.id }
-
-// LinkParams implements verbs.Queue: the requester's measurements, with
-// this Peer's queue depth.
-func (p peer) LinkParams() verbs.LinkParams {
-	p.s.mu.Lock()
-	lp := p.s.params
-	p.s.mu.Unlock()
-	lp.QueueDepth = p.cq.Depth()
-	return lp
-}
-
-// newPeer creates the queue of one call.
-func (s *session) newPeer() *initiator {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for {
-		s.nextQ = s.nextQ%maxQueueID + 1
-		if _, used := s.queues[s.nextQ]; !used {
-			break
-		}
-	}
-	in := newInitiator(s, s.nextQ, s.peerDepth, s.remote)
-	if s.closed {
-		in.ended = true
-		in.cq.Close(closedErr(s.cause))
-		return in
-	}
-	s.queues[in.qid] = in
-	return in
-}
-
-// onCall reads a CALL and runs its handler on a new goroutine.
-func (l *lane) onCall(h *frame.Header) error {
-	s := l.s
-	if int(h.Len) > l.rd.Buffered() {
-		l.idle()
-	}
-	req := make([]byte, h.Len)
-	if err := l.rd.ReadFull(req); err != nil {
-		return err
-	}
-	hd := s.seg.handler(h.Method)
-	if hd == nil {
-		l.respond().header(&frame.Header{Type: frame.TypeReply, Status: verbs.StatusNotSupported, Method: h.Method, ID: h.ID})
-		return nil
-	}
-	// The reader never waits for a call slot: the answers the running
-	// handlers wait for may be behind this frame. The call's goroutine
-	// waits instead; only a requester with more than maxWaitingCalls calls
-	// outstanding is cut off.
-	select {
-	case s.admit <- struct{}{}:
-	default:
-		return l.protocolErr("frame", fmt.Sprintf("more than %d calls outstanding", cap(s.admit)))
-	}
-	s.hwg.Add(1)
-	go s.serveCall(l, h.ID, h.Method, hd, req)
-	return nil
-}
-
-// maxWaitingCalls is how many calls a connection may have outstanding,
-// per ListenOptions.MaxCalls that may run at once.
-const maxWaitingCalls = 16
-
-var respPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-// serveCall runs a handler, waits for the work its Peer posted, and sends
-// the REPLY.
-func (s *session) serveCall(l *lane, id uint64, method uint16, hd verbs.Handler, req []byte) {
-	defer s.hwg.Done()
-	defer func() { <-s.admit }()
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.ctx.Done():
-		return // the session ended; its caller gets ErrClosed
-	}
-	defer func() { <-s.sem }()
-	in := s.newPeer()
-	bp := respPool.Get().(*[]byte)
-	resp, err := hd.ServeCall(s.ctx, peer{in}, req, (*bp)[:0])
-	// Every request the handler posted must be answered before the reply
-	// goes out; if the session ends, flush answers them.
-	_ = in.cq.Idle(context.Background())
-	in.cq.Close(closedErr(verbs.ErrClosed))
-	s.mu.Lock()
-	delete(s.queues, in.qid)
-	s.mu.Unlock()
-
-	r := frame.Header{Type: frame.TypeReply, Method: method, ID: id}
-	var payload []byte
-	if err != nil {
-		r.Status = verbs.StatusHandler
-		payload = []byte(err.Error())
-		payload = payload[:min(len(payload), verbs.MaxErrorMessage)]
-	} else {
-		payload = resp
-		if len(payload) > frame.MaxMessage {
-			r.Status = verbs.StatusHandler
-			payload = fmt.Appendf(nil, "response of %d bytes exceeds %d", len(resp), frame.MaxMessage)
-		}
-	}
-	r.Len = uint32(len(payload))
-	l.sq.appendFrames(func(b *batch) {
-		b.header(&r)
-		b.inline(payload)
-	})
-	respPool.Put(bp) // resp was copied; the handler's growth of it, if any, is dropped
 }

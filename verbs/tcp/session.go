@@ -39,7 +39,7 @@ type session struct {
 	lanes  []*lane // attached lanes, in lane order where known
 	closed bool
 	cause  error
-	queues map[uint32]*initiator // owner: running calls' Peers
+	queues map[uint32]*initiator // owner: Peer initiators by queue id (running and idle)
 	nextQ  uint32
 	params verbs.LinkParams // owner: as measured by the requester
 	pinned []*regtab.Entry  // requester: exposures to unpin at the end
@@ -48,6 +48,8 @@ type session struct {
 	main  *initiator    // requester: the Conn's queue
 	sem   chan struct{} // owner: bounds running calls
 	admit chan struct{} // owner: bounds outstanding calls
+
+	peerState // owner: pooled Peers, call jobs and handler workers
 
 	wg   sync.WaitGroup // lane goroutines
 	hwg  sync.WaitGroup // handler goroutines

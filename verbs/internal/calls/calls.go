@@ -1,7 +1,3 @@
-// Package calls tracks a requester's control calls (and pings) waiting
-// for their answers: a table keyed by call id, answered by the connection's
-// reader, abandoned by a caller whose context ended, failed all at once
-// when the connection ends.
 package calls
 
 import (
@@ -23,18 +19,20 @@ type Pending struct {
 	err    error
 }
 
-var pool = sync.Pool{New: func() any { return &Pending{done: make(chan struct{}, 1)} }}
-
 // Finish hands the answer (or err) to the caller.
 func (p *Pending) Finish(err error) {
 	p.err = err
 	p.done <- struct{}{}
 }
 
+// keepPending bounds the answered Pendings a Table keeps for reuse.
+const keepPending = 64
+
 // Table holds a connection's pending calls.
 type Table struct {
 	mu    sync.Mutex
 	m     map[uint64]*Pending
+	free  []*Pending // answered, for reuse (a warm call allocates none)
 	seq   uint64
 	ended error
 }
@@ -44,14 +42,20 @@ func NewTable() *Table { return &Table{m: make(map[uint64]*Pending)} }
 
 // Start registers a call and returns its id. resp is the caller's buffer.
 func (t *Table) Start(ping bool, resp []byte) (uint64, *Pending, error) {
-	p := pool.Get().(*Pending)
-	p.Ping, p.Buf, p.Status, p.Msg, p.err = ping, resp[:0], verbs.StatusOK, "", nil
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ended != nil {
-		pool.Put(p)
 		return 0, nil, t.ended
 	}
+	var p *Pending
+	if n := len(t.free); n > 0 {
+		p = t.free[n-1]
+		t.free[n-1] = nil
+		t.free = t.free[:n-1]
+	} else {
+		p = &Pending{done: make(chan struct{}, 1)}
+	}
+	p.Ping, p.Buf, p.Status, p.Msg, p.err = ping, resp[:0], verbs.StatusOK, "", nil
 	t.seq++
 	t.m[t.seq] = p
 	return t.seq, p, nil
@@ -75,14 +79,13 @@ func (t *Table) Wait(ctx context.Context, id uint64, p *Pending, method uint16, 
 	case <-p.done:
 	case <-ctx.Done():
 		if t.Claim(id) == p {
-			pool.Put(p)
+			t.recycle(p)
 			return resp, fmt.Errorf("verbs: call method %d: %w", method, ctx.Err())
 		}
 		<-p.done // a reader claimed it first; it finishes shortly
 	}
 	out, st, msg, err := p.Buf, p.Status, p.Msg, p.err
-	p.Buf = nil
-	pool.Put(p)
+	t.recycle(p)
 	if err != nil {
 		return resp, err
 	}
@@ -90,6 +93,16 @@ func (t *Table) Wait(ctx context.Context, id uint64, p *Pending, method uint16, 
 		return resp, &verbs.CallError{Method: method, Status: st, Message: msg}
 	}
 	return out, nil
+}
+
+// recycle keeps an answered (or abandoned and unclaimed) p for reuse.
+func (t *Table) recycle(p *Pending) {
+	p.Buf, p.Msg, p.err = nil, "", nil
+	t.mu.Lock()
+	if len(t.free) < keepPending {
+		t.free = append(t.free, p)
+	}
+	t.mu.Unlock()
 }
 
 // End fails every pending call, and every later Start, with err.

@@ -65,3 +65,24 @@ func TestEnd(t *testing.T) {
 	_, _, err = tab.Start(false, nil)
 	require.ErrorIs(t, err, gone)
 }
+
+func TestTableAllocs(t *testing.T) {
+	tab := NewTable()
+	buf := make([]byte, 0, 16)
+	ctx := context.Background()
+	run := func() {
+		id, p, err := tab.Start(false, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := tab.Claim(id)
+		q.Buf = append(q.Buf, "pong"...)
+		q.Finish(nil)
+		out, err := tab.Wait(ctx, id, p, 3, buf)
+		if err != nil || string(out) != "pong" {
+			t.Fatalf("%q, %v", out, err)
+		}
+	}
+	run()
+	require.Zero(t, testing.AllocsPerRun(100, run))
+}

@@ -20,7 +20,9 @@ type Queue struct {
 	count   int // completions in the ring
 	credits int // free credits
 	err     error
-	waiters []chan struct{} // waiting in Wait, signalled by Push and Close
+	epoch   uint64          // bumped by Reopen
+	stale   error           // what holders of an earlier epoch get: the error that closed it
+	waiters []chan struct{} // waiting in Wait, signalled by Push, Close and Reopen
 	spare   []chan struct{} // reusable waiter channels
 }
 
@@ -32,15 +34,74 @@ func New(depth int) *Queue {
 // Depth returns the number of credits.
 func (q *Queue) Depth() int { return len(q.ring) }
 
+// Epoch returns the queue's epoch: 0 when new, one more after each
+// Reopen.
+func (q *Queue) Epoch() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.epoch
+}
+
+// Reopen starts the next epoch of a queue that is closed and has nothing
+// in flight, so one queue serves a run of short-lived users (a backend's
+// pooled Peers): queued completions are dropped, every credit is free and
+// Reserve works again. The epoch-checked methods (ReserveAt, PollAt,
+// WaitAt) called with an earlier epoch fail from now on with the error
+// the queue was closed with, and waiters of earlier epochs wake to see
+// it. While the queue is open or work is in flight Reopen changes nothing
+// and returns false.
+func (q *Queue) Reopen() (uint64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err == nil || q.inFlightLocked() != 0 {
+		return q.epoch, false
+	}
+	q.dropLocked()
+	q.head, q.count, q.credits = 0, 0, len(q.ring)
+	q.stale, q.err = q.err, nil
+	q.epoch++
+	q.wakeLocked()
+	return q.epoch, true
+}
+
+// dropLocked clears the queued completions (and their error references).
+func (q *Queue) dropLocked() {
+	first := min(q.count, len(q.ring)-q.head)
+	clear(q.ring[q.head : q.head+first])
+	clear(q.ring[:q.count-first])
+}
+
+// staleLocked reports whether a caller of epoch e (checked) holds an
+// earlier epoch.
+func (q *Queue) staleLocked(checked bool, e uint64) bool { return checked && e != q.epoch }
+
+// staleErr is what a caller of another epoch gets (ErrClosed for an epoch
+// never issued).
+func (q *Queue) staleErr() error {
+	if q.stale == nil {
+		return verbs.ErrClosed
+	}
+	return q.stale
+}
+
 // Reserve takes up to n credits and returns how many it took. With none
 // free it returns 0 and verbs.ErrQueueFull; after Close, 0 and the close
 // error.
-func (q *Queue) Reserve(n int) (int, error) {
+func (q *Queue) Reserve(n int) (int, error) { return q.reserve(false, 0, n) }
+
+// ReserveAt is Reserve for a user of epoch e: once the queue has moved
+// past e it returns 0 and the error that closed e.
+func (q *Queue) ReserveAt(e uint64, n int) (int, error) { return q.reserve(true, e, n) }
+
+func (q *Queue) reserve(checked bool, e uint64, n int) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.staleLocked(checked, e) {
+		return 0, q.staleErr()
+	}
 	if q.err != nil {
 		return 0, q.err
 	}
@@ -115,9 +176,18 @@ func (q *Queue) takeLocked(out []verbs.Completion) int {
 
 // Poll returns available completions without blocking; after Close, once
 // nothing is queued or in flight, it returns 0 and the close error.
-func (q *Queue) Poll(out []verbs.Completion) (int, error) {
+func (q *Queue) Poll(out []verbs.Completion) (int, error) { return q.poll(false, 0, out) }
+
+// PollAt is Poll for a user of epoch e: once the queue has moved past e
+// it returns 0 and the error that closed e.
+func (q *Queue) PollAt(e uint64, out []verbs.Completion) (int, error) { return q.poll(true, e, out) }
+
+func (q *Queue) poll(checked bool, e uint64, out []verbs.Completion) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.staleLocked(checked, e) {
+		return 0, q.staleErr()
+	}
 	if q.count == 0 && q.err != nil && q.inFlightLocked() == 0 {
 		return 0, q.err
 	}
@@ -128,6 +198,16 @@ func (q *Queue) Poll(out []verbs.Completion) (int, error) {
 // available, the queue is closed with nothing in flight (then it returns
 // what is left, or 0 and the close error), or ctx ends (0 and ctx.Err()).
 func (q *Queue) Wait(ctx context.Context, out []verbs.Completion, min int) (int, error) {
+	return q.wait(ctx, false, 0, out, min)
+}
+
+// WaitAt is Wait for a user of epoch e: once the queue has moved past e
+// (also while it waits) it returns 0 and the error that closed e.
+func (q *Queue) WaitAt(ctx context.Context, e uint64, out []verbs.Completion, min int) (int, error) {
+	return q.wait(ctx, true, e, out, min)
+}
+
+func (q *Queue) wait(ctx context.Context, checked bool, e uint64, out []verbs.Completion, min int) (int, error) {
 	if len(out) == 0 {
 		return 0, fmt.Errorf("cq: wait with an empty slice: %w", verbs.ErrInvalid)
 	}
@@ -137,6 +217,11 @@ func (q *Queue) Wait(ctx context.Context, out []verbs.Completion, min int) (int,
 	}
 	q.mu.Lock()
 	for {
+		if q.staleLocked(checked, e) {
+			err := q.staleErr()
+			q.mu.Unlock()
+			return 0, err
+		}
 		ended := q.err != nil && q.inFlightLocked() == 0
 		if q.count >= min || (ended && q.count > 0) {
 			n := q.takeLocked(out)

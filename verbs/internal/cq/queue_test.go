@@ -3,6 +3,7 @@ package cq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -256,4 +257,93 @@ func TestAllocs(t *testing.T) {
 	})
 	<-done
 	require.Zero(t, allocs)
+}
+
+func TestReopen(t *testing.T) {
+	ended := errors.New("call ended")
+	q := New(4)
+	e0 := q.Epoch()
+	_, ok := q.Reopen()
+	require.False(t, ok, "reopened an open queue")
+
+	// Epoch 0: two requests complete, one stays queued, one in flight.
+	n, err := q.ReserveAt(e0, 3)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	q.Push([]verbs.Completion{{ID: 1}, {ID: 2, Status: verbs.StatusBadKey, Err: &verbs.RemoteError{ID: 2}}})
+	out := make([]verbs.Completion, 4)
+	k, err := q.PollAt(e0, out[:1])
+	require.NoError(t, err)
+	require.Equal(t, []verbs.Completion{{ID: 1}}, out[:k])
+	q.Close(ended)
+	_, err = q.ReserveAt(e0, 1)
+	require.ErrorIs(t, err, ended)
+	_, ok = q.Reopen()
+	require.False(t, ok, "reopened with work in flight")
+	q.Push([]verbs.Completion{{ID: 3}})
+
+	// A waiter of epoch 0 that wants more than is left sleeps until the
+	// reopen wakes it with the error that ended its epoch.
+	woke := make(chan error, 1)
+	go func() {
+		k, err := q.WaitAt(context.Background(), e0, out[2:4], 3)
+		if k != 0 {
+			err = fmt.Errorf("stale waiter took %d completions", k)
+		}
+		woke <- err
+	}()
+	e1, ok := q.Reopen()
+	require.True(t, ok)
+	require.Equal(t, e0+1, e1)
+	require.Equal(t, e1, q.Epoch())
+	require.ErrorIs(t, <-woke, ended)
+
+	// Epoch 1 starts empty with every credit free; epoch 0 is refused.
+	require.Zero(t, q.InFlight())
+	k, err = q.PollAt(e1, out)
+	require.NoError(t, err)
+	require.Zero(t, k, "completions of the last epoch were not dropped")
+	for _, c := range q.ring {
+		require.Nil(t, c.Err, "dropped completion still referenced")
+	}
+	_, err = q.ReserveAt(e0, 1)
+	require.ErrorIs(t, err, ended)
+	_, err = q.PollAt(e0, out)
+	require.ErrorIs(t, err, ended)
+	_, err = q.WaitAt(context.Background(), e0, out, 1)
+	require.ErrorIs(t, err, ended)
+	_, err = New(2).ReserveAt(7, 1)
+	require.ErrorIs(t, err, verbs.ErrClosed, "an epoch never issued")
+	n, err = q.ReserveAt(e1, 10)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	q.Push(comps(10, 4))
+	k, err = q.WaitAt(context.Background(), e1, out, 4)
+	require.NoError(t, err)
+	require.Equal(t, comps(10, 4), out[:k])
+	// The unchecked methods follow the current epoch.
+	n, err = q.Reserve(1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	q.Release(1)
+}
+
+func TestReopenAllocs(t *testing.T) {
+	q := New(64)
+	in := comps(0, 8)
+	out := make([]verbs.Completion, 8)
+	ctx := context.Background()
+	ended := errors.New("call ended")
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		e := q.Epoch()
+		n, _ := q.ReserveAt(e, 8)
+		q.Push(in[:n])
+		if _, err := q.WaitAt(ctx, e, out, n); err != nil {
+			t.Fatal(err)
+		}
+		q.Close(ended)
+		if _, ok := q.Reopen(); !ok {
+			t.Fatal("reopen refused")
+		}
+	}))
 }

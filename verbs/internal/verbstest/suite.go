@@ -41,6 +41,8 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ManyConns", func(t *testing.T) { testManyConns(t, b) })
 	t.Run("TransportClose", func(t *testing.T) { testTransportClose(t, b) })
 	t.Run("Allocs", func(t *testing.T) { testAllocs(t, b) })
+	t.Run("StalePeer", func(t *testing.T) { testStalePeer(t, b) })
+	t.Run("CallAllocs", func(t *testing.T) { testCallAllocs(t, b) })
 }
 
 // testReadWrite moves random data both ways in batches larger than the
