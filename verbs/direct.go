@@ -28,6 +28,14 @@ type directPart struct {
 	err         error
 	first, last time.Time   // first post, last completion
 	nextDone    *directPart // link in the driver's list of finished parts
+
+	// The spans a mapped part copies (ranges plans, hybrid and fallback
+	// parts), their offsets in the part's stream and its payload. Each
+	// part owns its list: a hybrid's direct part may still be copying
+	// when its gather part fails and the fallback part starts.
+	spans     []planfmt.Range
+	stream    []uint64
+	spanBytes uint64
 }
 
 // driver polls one Conn's completions in batches, routes them to their

@@ -99,13 +99,13 @@ func (op *Operation) splitPlan(p costmodel.Params, forced bool) {
 func (op *Operation) buildHybrid() {
 	if op.mapper != nil {
 		// The direct part copies through the mapping: spans, no requests.
-		op.mspans, op.mstream, op.mbytes = op.mspans[:0], op.mstream[:0], 0
+		op.primary.resetSpans()
 		sub := op.sub[:0]
 		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
 			if op.bucketModes[spanClass(n)] == costmodel.ModeGather {
 				sub = append(sub, planfmt.Range{Src: src, Dst: dst, Len: n})
 			} else {
-				op.addSpan(src, dst, n)
+				op.primary.addSpan(src, dst, n)
 			}
 			return true
 		})

@@ -57,7 +57,7 @@ func (op *Operation) mappedHold() (src, dst []byte, err error) {
 
 // runMapped runs a direct part p as mapped copies on the calling
 // goroutine and reports it: the whole plan when spans is false, else the
-// spans collected in op.mspans. Every byte is written by the time it
+// spans collected in p's span list. Every byte is written by the time it
 // returns; one completion, no work requests.
 func (op *Operation) runMapped(p *directPart, spans bool) {
 	p.op = op
@@ -65,7 +65,7 @@ func (op *Operation) runMapped(p *directPart, spans bool) {
 	p.first, p.last = time.Time{}, time.Time{}
 	var bytes uint64
 	if spans {
-		bytes = op.mbytes
+		bytes = p.spanBytes
 	} else {
 		bytes = op.geom.Bytes
 	}
@@ -88,12 +88,16 @@ func (op *Operation) runMapped(p *directPart, spans bool) {
 	p.first = time.Now()
 	switch {
 	case spans:
-		op.e.copySpans(dst, src, op.mspans, op.mstream, bytes)
+		op.e.copySpans(dst, src, p.spans, p.stream, bytes)
 	case op.sop.Plan.Form == planfmt.FormRows:
 		op.e.copyRows(dst, src, &op.sop.Plan.Rows)
 	default:
-		op.collectSpans()
-		op.e.copySpans(dst, src, op.mspans, op.mstream, bytes)
+		p.resetSpans()
+		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
+			p.addSpan(src, dst, n)
+			return true
+		})
+		op.e.copySpans(dst, src, p.spans, p.stream, bytes)
 	}
 	p.last = time.Now()
 	op.mapper.ReleaseMapped()
@@ -104,29 +108,25 @@ func (op *Operation) runMapped(p *directPart, spans bool) {
 	op.directDone(p)
 }
 
-// collectSpans gathers every coalesced span of the plan into op.mspans.
-func (op *Operation) collectSpans() {
-	op.mspans, op.mstream, op.mbytes = op.mspans[:0], op.mstream[:0], 0
-	op.norm.ForEachSpan(func(src, dst, n uint64) bool {
-		op.addSpan(src, dst, n)
-		return true
-	})
+// resetSpans empties p's span list.
+func (p *directPart) resetSpans() {
+	p.spans, p.stream, p.spanBytes = p.spans[:0], p.stream[:0], 0
 }
 
-// addSpan appends one span to the mapped span list.
-func (op *Operation) addSpan(src, dst, n uint64) {
-	op.mspans = append(op.mspans, planfmt.Range{Src: src, Dst: dst, Len: n})
-	op.mstream = append(op.mstream, op.mbytes)
-	op.mbytes += n
+// addSpan appends one span to p's span list.
+func (p *directPart) addSpan(src, dst, n uint64) {
+	p.spans = append(p.spans, planfmt.Range{Src: src, Dst: dst, Len: n})
+	p.stream = append(p.stream, p.spanBytes)
+	p.spanBytes += n
 }
 
 // setSpans makes rs (ranges of the plan, e.g. the hybrid's gathered
 // spans) the mapped span list.
-func (op *Operation) setSpans(rs []planfmt.Range) {
-	op.mspans, op.mstream, op.mbytes = op.mspans[:0], op.mstream[:0], 0
+func (p *directPart) setSpans(rs []planfmt.Range) {
+	p.resetSpans()
 	for _, r := range rs {
 		if r.Len > 0 {
-			op.addSpan(r.Src, r.Dst, r.Len)
+			p.addSpan(r.Src, r.Dst, r.Len)
 		}
 	}
 }

@@ -128,7 +128,10 @@ func TestMappedHybridAndFallback(t *testing.T) {
 		p := rowsPlan(r, localBytes, 500, 264, 0, 0)
 		res := f.run(t, verbs.OpRead, p, verbs.ModeDirect)
 		require.Zero(t, res.Trace.Mapped)
-		require.Equal(t, 500, res.Trace.DirectRequests)
+		// One request per coalesced span: random rows that happen to be
+		// adjacent in the table and the destination merge.
+		require.LessOrEqual(t, res.Spans, uint64(500))
+		require.Equal(t, int(res.Spans), res.Trace.DirectRequests)
 	})
 }
 

@@ -36,13 +36,8 @@ type Operation struct {
 	slots        int                // gather staging slots P
 
 	// mapper is the Conn's Mapper when direct parts copy through its
-	// mapping; mspans, mstream and mbytes are the spans a mapped part
-	// copies (ranges plans, hybrid and fallback parts), their stream
-	// offsets and their payload.
-	mapper  Mapper
-	mspans  []planfmt.Range
-	mstream []uint64
-	mbytes  uint64
+	// mapping (each part keeps the spans it copies: see directPart).
+	mapper Mapper
 
 	primary, fallback directPart
 	sub               []planfmt.Range // hybrid: the gathered spans
@@ -66,7 +61,8 @@ type Operation struct {
 // reset drops references so an idle state pins nothing of the caller.
 func (op *Operation) reset() {
 	op.cs, op.ctx, op.sop, op.mapper = nil, nil, ScatterOp{}, nil
-	op.mspans, op.mstream, op.mbytes = op.mspans[:0], op.mstream[:0], 0
+	op.primary.resetSpans()
+	op.fallback.resetSpans()
 	op.primary.op, op.fallback.op = nil, nil
 	op.primary.wrs, op.fallback.wrs = op.primary.wrs[:0], op.fallback.wrs[:0]
 	op.sub, op.runs, op.wave = op.sub[:0], op.runs[:0], op.wave[:0]
@@ -526,7 +522,7 @@ func (op *Operation) gatherDone(err error, fb Fallback) {
 	p := &op.fallback
 	if op.mapper != nil {
 		if op.mode == ModeHybrid {
-			op.setSpans(op.sub)
+			p.setSpans(op.sub)
 		}
 		op.runMapped(p, op.mode == ModeHybrid)
 		return
