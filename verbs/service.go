@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 	"time"
@@ -328,14 +329,20 @@ func (s *GatherService) validate(p Peer, st *cmdState, c *command) error {
 	if err := planfmt.Normalize(&st.norm, &cmd.Plan); err != nil {
 		return refuse("normalize", err)
 	}
-	chunk := int64(min(cmd.Chunk, uint64(s.cfg.MaxChunk)))
+	// The chunk is the staging lease that holds it: a power of two (a pool
+	// class) between the smallest class and the largest power of two
+	// within MaxChunk, so slots x chunk is exactly the staging the command
+	// may hold, whatever chunk size the requester asked for.
+	maxChunk := int64(1) << (bits.Len64(uint64(s.cfg.MaxChunk)) - 1)
+	chunk := int64(min(cmd.Chunk, uint64(maxChunk)))
 	chunk = max(chunk, s.info.MinChunk)
 	if cmd.Plan.Form == planfmt.FormRows {
-		if r := cmd.Plan.Rows.RowSize; r > uint64(s.cfg.MaxChunk) {
-			return refuse("shape", fmt.Errorf("row of %d bytes exceeds the largest chunk %d: %w", r, s.cfg.MaxChunk, ErrInvalid))
+		if r := cmd.Plan.Rows.RowSize; r > uint64(maxChunk) {
+			return refuse("shape", fmt.Errorf("row of %d bytes exceeds the largest chunk %d: %w", r, maxChunk, ErrInvalid))
 		}
 		chunk = max(chunk, int64(cmd.Plan.Rows.RowSize))
 	}
+	chunk = min(int64(1)<<bits.Len64(uint64(chunk-1)), maxChunk)
 	if cmd.Dir == planfmt.Write {
 		if cmd.Plan.Form != planfmt.FormRanges {
 			return refuse("shape", fmt.Errorf("a WRITE command carries ranges over the staged stream, not %v: %w", cmd.Plan.Form, ErrInvalid))
