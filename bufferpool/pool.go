@@ -189,20 +189,31 @@ func (p *Pool) try(size int, label string, pc uintptr) (Lease, error) {
 		return Lease{}, err
 	}
 	p.mu.Lock()
-	if p.closed {
+	if l, done, err := p.grantNowLocked(order, size, label, pc); done {
 		p.mu.Unlock()
-		return Lease{}, ErrClosed
-	}
-	if p.waitHead == nil {
-		if u, ok := p.alloc.alloc(order); ok {
-			l := p.grantLocked(u, order, size, label, pc)
-			p.mu.Unlock()
-			return l, nil
-		}
+		return l, err
 	}
 	p.st.exhausted++
 	p.mu.Unlock()
 	return Lease{}, ErrExhausted
+}
+
+// grantNowLocked settles an acquire that needs no waiting: ErrClosed on a
+// closed pool, or a lease when nobody waits (waiters are served first in,
+// first out) and a block of the order is free. done is false when the
+// caller must give up or queue. p.mu is held.
+func (p *Pool) grantNowLocked(order, size int, label string, pc uintptr) (l Lease, done bool, err error) {
+	if p.closed {
+		return Lease{}, true, ErrClosed
+	}
+	if p.waitHead != nil {
+		return Lease{}, false, nil
+	}
+	u, ok := p.alloc.alloc(order)
+	if !ok {
+		return Lease{}, false, nil
+	}
+	return p.grantLocked(u, order, size, label, pc), true, nil
 }
 
 // wait is the blocking acquire: bounded by ctx when it is not nil, else by
@@ -213,16 +224,9 @@ func (p *Pool) wait(ctx context.Context, timeout time.Duration, size int, label 
 		return Lease{}, err
 	}
 	p.mu.Lock()
-	if p.closed {
+	if l, done, err := p.grantNowLocked(order, size, label, pc); done {
 		p.mu.Unlock()
-		return Lease{}, ErrClosed
-	}
-	if p.waitHead == nil {
-		if u, ok := p.alloc.alloc(order); ok {
-			l := p.grantLocked(u, order, size, label, pc)
-			p.mu.Unlock()
-			return l, nil
-		}
+		return l, err
 	}
 	var done <-chan struct{}
 	if ctx != nil {
