@@ -4,14 +4,13 @@ package shm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
 	"github.com/scatterkit/scatterkit/verbs/internal/probe"
 )
 
@@ -88,12 +87,7 @@ func (t *Transport) connect(ctx context.Context, addr string, opts verbs.Connect
 	}
 	if err != nil {
 		_ = nc.Close()
-		if cerr := ctx.Err(); cerr != nil {
-			err = fmt.Errorf("%w (%v)", cerr, err)
-		} else if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) && errors.Is(err, os.ErrDeadlineExceeded) {
-			err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
-		}
-		return nil, fmt.Errorf("shm: connect %s: %w", addr, handshakeErr(peer, err))
+		return nil, fmt.Errorf("shm: connect %s: %w", addr, handshake.Err("shm", peer, handshake.CtxErr(ctx, err)))
 	}
 	_ = nc.SetDeadline(time.Time{})
 	s := newSession(t, false, nc, peer, m)
@@ -102,11 +96,12 @@ func (t *Transport) connect(ctx context.Context, addr string, opts verbs.Connect
 	s.main = newQueue(t, m, opts.QueueDepth)
 	c := &conn{s: s, q: s.main}
 	s.start() // a new session has not ended
-	if err = t.track(nil, c); err != nil {
+	if err = t.open.AddConn(c); err != nil {
 		s.close()
-		return nil, err
+		return nil, fmt.Errorf("shm: transport: %w", err)
 	}
-	link, err := c.measure(ctx, opts, welcome.ProbeKey, welcome.ProbeLen)
+	link, err := probe.Connect(ctx, opts, t, probe.Target{Queue: c.q, Ping: s.ping,
+		RemoteKey: welcome.ProbeKey, RemoteLen: welcome.ProbeLen})
 	if err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("shm: connect %s: %w", addr, err)
@@ -114,24 +109,6 @@ func (t *Transport) connect(ctx context.Context, addr string, opts verbs.Connect
 	c.link = link
 	_ = s.write(&frame.Header{Type: frame.TypeParams, Len: frame.ParamsSize}, frame.AppendParams(nil, link))
 	return c, nil
-}
-
-// measure probes the link for the parameters opts.Link leaves zero.
-func (c *conn) measure(ctx context.Context, opts verbs.ConnectOptions, pk verbs.Key, plen uint64) (verbs.LinkParams, error) {
-	want := opts.Link
-	want.QueueDepth = opts.QueueDepth
-	if want.Complete() {
-		return want, nil
-	}
-	scratch, err := c.s.t.Register(make([]byte, probe.Bulk), verbs.AccessLocal)
-	if err != nil {
-		return want, err
-	}
-	defer func() { _ = c.s.t.Deregister(scratch) }()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return probe.Measure(pctx, probe.Target{Queue: c.q, Ping: c.s.ping, LocalKey: scratch.Key(),
-		RemoteKey: pk, RemoteLen: plen}, want)
 }
 
 // Post implements verbs.Queue.
@@ -159,6 +136,6 @@ func (c *conn) Call(ctx context.Context, method uint16, req, resp []byte) ([]byt
 // Close implements verbs.Conn.
 func (c *conn) Close() error {
 	c.s.close()
-	c.s.t.untrack(nil, c)
+	c.s.t.open.Remove(c)
 	return nil
 }

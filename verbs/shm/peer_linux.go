@@ -5,7 +5,6 @@ package shm
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/calls"
@@ -18,11 +17,9 @@ var errPeerEnded = fmt.Errorf("shm: peer of an ended call: %w", verbs.ErrClosed)
 
 // Owner-side reuse bounds, per session.
 const (
-	keepPeers   = 16      // idle Peer queues kept
-	keepWorkers = 16      // parked handler goroutines kept
-	keepJobs    = 16      // idle call jobs (request buffers) kept
-	keepReq     = 4 << 20 // request buffers larger than this are not kept
-	peerSlab    = 256     // Peer handles allocated at once
+	keepPeers   = 16  // idle Peer queues kept
+	keepWorkers = 16  // parked handler goroutines kept
+	peerSlab    = 256 // Peer handles allocated at once
 )
 
 // peer is the verbs.Peer one call's handler gets: a pooled queue and the
@@ -108,48 +105,8 @@ func (s *session) releasePeer(p *peer) {
 	}
 }
 
-// callJob is one CALL on its way through a handler: reused across calls
-// with its request and response buffers.
-type callJob struct {
-	id     uint64
-	method uint16
-	hd     verbs.Handler
-	req    []byte
-	resp   []byte
-}
-
-// getJob returns an idle job with a request buffer of n bytes.
-func (s *session) getJob(n int) *callJob {
-	s.jobMu.Lock()
-	var j *callJob
-	if k := len(s.jobs); k > 0 {
-		j = s.jobs[k-1]
-		s.jobs[k-1] = nil
-		s.jobs = s.jobs[:k-1]
-	}
-	s.jobMu.Unlock()
-	if j == nil {
-		j = &callJob{resp: make([]byte, 0, 4096)}
-	}
-	if cap(j.req) < n {
-		j.req = make([]byte, n)
-	}
-	j.req = j.req[:n]
-	return j
-}
-
-// putJob keeps j for a later call.
-func (s *session) putJob(j *callJob) {
-	j.hd = nil
-	if cap(j.req) > keepReq {
-		j.req = nil
-	}
-	s.jobMu.Lock()
-	if len(s.jobs) < keepJobs {
-		s.jobs = append(s.jobs, j)
-	}
-	s.jobMu.Unlock()
-}
+// callJob is one CALL on its way through a handler.
+type callJob = calls.Job[struct{}]
 
 // startWorkers sets up the owner's handler goroutines.
 func (s *session) startWorkers(maxCalls int) {
@@ -159,14 +116,14 @@ func (s *session) startWorkers(maxCalls int) {
 
 // onCall reads a CALL and hands it to a handler goroutine.
 func (s *session) onCall(h *frame.Header) error {
-	j := s.getJob(int(h.Len))
-	if err := s.rd.ReadFull(j.req); err != nil {
-		s.putJob(j)
+	j := s.jobs.Get(int(h.Len))
+	if err := s.rd.ReadFull(j.Req); err != nil {
+		s.jobs.Put(j)
 		return err
 	}
 	hd := s.seg.handler(h.Method)
 	if hd == nil {
-		s.putJob(j)
+		s.jobs.Put(j)
 		return s.write(&frame.Header{Type: frame.TypeReply, Status: verbs.StatusNotSupported, Method: h.Method, ID: h.ID}, nil)
 	}
 	// The reader does not wait for a call slot (pings and further calls
@@ -176,10 +133,10 @@ func (s *session) onCall(h *frame.Header) error {
 	select {
 	case s.admit <- struct{}{}:
 	default:
-		s.putJob(j)
+		s.jobs.Put(j)
 		return s.protocolErr(fmt.Sprintf("more than %d calls outstanding", cap(s.admit)))
 	}
-	j.id, j.method, j.hd = h.ID, h.Method, hd
+	j.ID, j.Method, j.Handler = h.ID, h.Method, hd
 	s.workers.Go(j)
 	return nil
 }
@@ -191,7 +148,7 @@ const maxWaitingCalls = 16
 // serveCall runs a handler and sends its REPLY. A shm Peer's work
 // requests complete inside Post, so all of them are done by now.
 func (s *session) serveCall(j *callJob) {
-	defer s.putJob(j)
+	defer s.jobs.Put(j)
 	defer func() { <-s.admit }()
 	select {
 	case s.sem <- struct{}{}:
@@ -200,21 +157,11 @@ func (s *session) serveCall(j *callJob) {
 	}
 	defer func() { <-s.sem }()
 	p := s.acquirePeer()
-	resp, err := j.hd.ServeCall(s.ctx, p, j.req, j.resp[:0])
+	resp, err := j.Handler.ServeCall(s.ctx, p, j.Req, j.Resp[:0])
 	s.releasePeer(p)
-	r := frame.Header{Type: frame.TypeReply, Method: j.method, ID: j.id}
-	payload := resp
-	if err != nil {
-		r.Status = verbs.StatusHandler
-		payload = []byte(err.Error())
-		payload = payload[:min(len(payload), verbs.MaxErrorMessage)]
-	} else if len(payload) > frame.MaxMessage {
-		r.Status = verbs.StatusHandler
-		payload = fmt.Appendf(nil, "response of %d bytes exceeds %d", len(resp), frame.MaxMessage)
-	}
-	r.Len = uint32(len(payload))
+	r, payload := calls.Reply(j.Method, j.ID, resp, err)
 	_ = s.write(&r, payload)
-	// resp was copied; the handler's growth of j.resp, if any, is dropped
+	// resp was copied; the handler's growth of j.Resp, if any, is dropped
 	// (resp may be the handler's own memory).
 }
 
@@ -223,7 +170,6 @@ type peerState struct {
 	idlePeers []*queue // Peer queues of ended calls, reopened (under mu)
 	peerSlab  []peer   // unused Peer handles (under mu)
 
-	jobMu   sync.Mutex
-	jobs    []*callJob
+	jobs    calls.Jobs[struct{}]
 	workers *calls.Workers[*callJob]
 }

@@ -3,17 +3,14 @@
 package shm
 
 import (
-	"crypto/rand"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
+	"github.com/scatterkit/scatterkit/verbs/internal/listener"
 	"github.com/scatterkit/scatterkit/verbs/internal/probe"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
@@ -31,33 +28,16 @@ type segment struct {
 	probe *memfd
 	pinfo verbs.RegionInfo
 
-	hmu      sync.Mutex
-	handlers atomic.Pointer[map[uint16]verbs.Handler]
-
-	mu       sync.Mutex
-	closed   bool
-	sessions map[*session]struct{}
-	nextID   uint64
-	wg       sync.WaitGroup // accept loop and handshakes
+	handlers listener.Handlers
+	sessions *listener.Sessions[*session]
 }
 
 var _ verbs.Segment = (*segment)(nil)
 
 func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.ListenOptions) (_ *segment, err error) {
-	if err := verbs.CheckExports(exports); err != nil {
+	opts, err = listener.CheckOptions(exports, opts)
+	if err != nil {
 		return nil, fmt.Errorf("shm: listen: %w", err)
-	}
-	if len(exports) > frame.MaxRegions {
-		return nil, fmt.Errorf("shm: listen: %d exports, at most %d: %w", len(exports), frame.MaxRegions, verbs.ErrInvalid)
-	}
-	if opts.QueueDepth < 0 || opts.QueueDepth > verbs.MaxQueueDepth || opts.MaxCalls < 0 {
-		return nil, fmt.Errorf("shm: listen: queue depth %d, max calls %d: %w", opts.QueueDepth, opts.MaxCalls, verbs.ErrInvalid)
-	}
-	if opts.QueueDepth == 0 {
-		opts.QueueDepth = verbs.DefaultPeerQueueDepth
-	}
-	if opts.MaxCalls == 0 {
-		opts.MaxCalls = verbs.DefaultMaxCalls
 	}
 	pins, err := t.reg.Pin(exports)
 	if err != nil {
@@ -72,7 +52,7 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	if err != nil {
 		return nil, fmt.Errorf("shm: listen: %w", err)
 	}
-	sg := &segment{t: t, addr: addr, opts: opts, pins: pins, sessions: make(map[*session]struct{})}
+	sg := &segment{t: t, addr: addr, opts: opts, pins: pins, sessions: listener.NewSessions[*session]()}
 	for _, x := range exports {
 		sg.infos = append(sg.infos, x.Region.Info(x.Name))
 	}
@@ -80,9 +60,7 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	if err != nil {
 		return nil, err
 	}
-	for i := range sg.probe.mem {
-		sg.probe.mem[i] = byte(i*131 + 7)
-	}
+	probe.Pattern(sg.probe.mem)
 	pk, err := verbs.NewKey()
 	if err != nil {
 		_ = sg.probe.free()
@@ -100,18 +78,12 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 		_ = sg.probe.free()
 		return nil, fmt.Errorf("shm: listen %s: %w", addr, err)
 	}
-	var seed [8]byte
-	_, _ = rand.Read(seed[:])
-	sg.nextID = binary.LittleEndian.Uint64(seed[:]) >> 1
-	empty := map[uint16]verbs.Handler{}
-	sg.handlers.Store(&empty)
-	if err = t.track(sg, nil); err != nil {
+	if err = t.open.AddSegment(sg); err != nil {
 		_ = sg.ln.Close()
 		_ = sg.probe.free()
-		return nil, err
+		return nil, fmt.Errorf("shm: transport: %w", err)
 	}
-	sg.wg.Add(1)
-	go sg.acceptLoop()
+	sg.sessions.Serve("shm", sg.ln, func(nc net.Conn) error { return sg.accept(nc.(*net.UnixConn)) }, sg.report)
 	return sg, nil
 }
 
@@ -122,46 +94,20 @@ func (sg *segment) Addr() string { return sg.addr }
 func (sg *segment) Regions() []verbs.RegionInfo { return sg.infos }
 
 // Handle implements verbs.Segment.
-func (sg *segment) Handle(method uint16, h verbs.Handler) {
-	sg.hmu.Lock()
-	defer sg.hmu.Unlock()
-	old := *sg.handlers.Load()
-	m := make(map[uint16]verbs.Handler, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	if h == nil {
-		delete(m, method)
-	} else {
-		m[method] = h
-	}
-	sg.handlers.Store(&m)
-}
+func (sg *segment) Handle(method uint16, h verbs.Handler) { sg.handlers.Set(method, h) }
 
-func (sg *segment) handler(method uint16) verbs.Handler { return (*sg.handlers.Load())[method] }
+func (sg *segment) handler(method uint16) verbs.Handler { return sg.handlers.Get(method) }
 
 // Close implements verbs.Segment.
 func (sg *segment) Close() error {
-	sg.mu.Lock()
-	if sg.closed {
-		sg.mu.Unlock()
+	first, err := sg.sessions.Close(sg.ln, (*session).close)
+	if !first {
 		return nil
 	}
-	sg.closed = true
-	sessions := make([]*session, 0, len(sg.sessions))
-	for s := range sg.sessions {
-		sessions = append(sessions, s)
-	}
-	sg.mu.Unlock()
-	err := sg.ln.Close()
-	for _, s := range sessions {
-		s.close()
-	}
-	sg.wg.Wait()
 	sg.t.reg.Unpin(sg.pins)
-	sg.t.untrack(sg, nil)
+	sg.t.open.Remove(sg)
 	ferr := sg.probe.free()
-	if err != nil && !errors.Is(err, net.ErrClosed) {
+	if err != nil {
 		return fmt.Errorf("shm: segment close: %w", err)
 	}
 	return ferr
@@ -173,43 +119,7 @@ func (sg *segment) report(err error) {
 	}
 }
 
-func (sg *segment) forget(s *session) {
-	sg.mu.Lock()
-	delete(sg.sessions, s)
-	sg.mu.Unlock()
-}
-
-func (sg *segment) acceptLoop() {
-	defer sg.wg.Done()
-	for {
-		nc, err := sg.ln.AcceptUnix()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			sg.report(fmt.Errorf("shm: accept: %w", err))
-			time.Sleep(5 * time.Millisecond) // e.g. out of descriptors
-			continue
-		}
-		sg.mu.Lock()
-		if sg.closed {
-			sg.mu.Unlock()
-			_ = nc.Close()
-			return
-		}
-		sg.wg.Add(1)
-		sg.mu.Unlock()
-		go func() {
-			defer sg.wg.Done()
-			if err := sg.accept(nc); err != nil {
-				_ = nc.Close()
-				if abnormal(err) {
-					sg.report(err)
-				}
-			}
-		}()
-	}
-}
+func (sg *segment) forget(s *session) { sg.sessions.Remove(s.id) }
 
 // accept runs the owner's half of the handshake: HELLO with the
 // requester's exposed memfds in, WELCOME with the exported ones out.
@@ -219,7 +129,7 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 	var hello frame.Hello
 	fds, err := readHandshake(nc, frame.TypeHello, &hello)
 	if err != nil {
-		return handshakeErr(peer, err)
+		return handshake.Err("shm", peer, err)
 	}
 	if hello.ProbeKey != 0 || hello.ConnID != 0 || hello.Token != 0 {
 		closeFDs(fds)
@@ -227,7 +137,7 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 	}
 	m, err := mapRegions(hello.Regions, fds, verbs.RegionInfo{})
 	if err != nil {
-		return handshakeErr(peer, err)
+		return handshake.Err("shm", peer, err)
 	}
 	s := newSession(sg.t, true, nc, peer, m)
 	s.seg = sg
@@ -235,17 +145,11 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 	s.sem = make(chan struct{}, sg.opts.MaxCalls)
 	s.admit = make(chan struct{}, maxWaitingCalls*sg.opts.MaxCalls)
 	s.startWorkers(sg.opts.MaxCalls)
-	sg.mu.Lock()
-	if sg.closed {
-		sg.mu.Unlock()
+	if err := sg.sessions.Add(s, &s.id); err != nil {
 		m.unmap(verbs.ErrClosed)
 		s.cancel()
-		return verbs.ErrClosed
+		return err
 	}
-	sg.nextID++
-	s.id = sg.nextID
-	sg.sessions[s] = struct{}{}
-	sg.mu.Unlock()
 	w := frame.Hello{Lanes: 1, QueueDepth: uint32(sg.opts.QueueDepth), ConnID: s.id, Token: 1,
 		ProbeKey: sg.pinfo.Key, ProbeLen: sg.pinfo.Len, Regions: sg.infos}
 	out := frame.Append(nil, &frame.Header{Type: frame.TypeWelcome, Len: uint32(frame.HelloSize(&w))})
@@ -254,20 +158,11 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 		sg.forget(s)
 		m.unmap(verbs.ErrClosed)
 		s.cancel()
-		return handshakeErr(peer, err)
+		return handshake.Err("shm", peer, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	if !s.start() {
 		return verbs.ErrClosed
 	}
 	return nil
-}
-
-func handshakeErr(peer string, err error) error {
-	var pe *verbs.ProtocolError
-	if errors.As(err, &pe) {
-		pe.Peer, pe.Stage = peer, "handshake"
-		return pe
-	}
-	return fmt.Errorf("shm: handshake with %s: %w", peer, err)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/listener"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -94,14 +95,10 @@ func (s *session) fail(err error) {
 	s.mu.Unlock()
 	s.cancel()
 	_ = s.nc.Close()
-	if s.seg != nil && abnormal(err) {
+	if s.seg != nil && listener.Abnormal(err) {
 		s.seg.report(err)
 	}
 	go s.finalize()
-}
-
-func abnormal(err error) bool {
-	return !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, verbs.ErrClosed)
 }
 
 func closedErr(cause error) error {
@@ -201,38 +198,7 @@ func (s *session) readLoop() error {
 
 // onReply delivers a REPLY or PONG to its waiting call.
 func (s *session) onReply(h *frame.Header) error {
-	pc := s.calls.Claim(h.ID)
-	if pc == nil {
-		return s.rd.Discard(uint64(h.Len))
-	}
-	if (h.Type == frame.TypePong) != pc.Ping {
-		err := s.protocolErr(h.Type.String() + " answers the wrong kind of request")
-		pc.Finish(closedErr(err))
-		return err
-	}
-	var err error
-	if h.Status == verbs.StatusOK {
-		n := int(h.Len)
-		if cap(pc.Buf) < n {
-			pc.Buf = make([]byte, n)
-		}
-		pc.Buf = pc.Buf[:n]
-		err = s.rd.ReadFull(pc.Buf)
-	} else {
-		keep := min(h.Len, verbs.MaxErrorMessage)
-		msg := make([]byte, keep)
-		if err = s.rd.ReadFull(msg); err == nil {
-			err = s.rd.Discard(uint64(h.Len - keep))
-		}
-		pc.Msg = string(msg)
-	}
-	pc.Status = h.Status
-	if err != nil {
-		pc.Finish(closedErr(err))
-		return err
-	}
-	pc.Finish(nil)
-	return nil
+	return s.calls.Answer(s.rd, h, s.peer, closedErr)
 }
 
 // roundTrip sends a CALL (or a PING) and waits for the answer.

@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/endpoints"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -18,29 +18,22 @@ type Transport struct {
 	cfg Config
 	reg *regtab.Registry
 
-	mu     sync.Mutex
-	closed bool
-	segs   map[*segment]struct{}
-	conns  map[*conn]struct{}
+	open endpoints.Set
 }
 
 var _ verbs.Transport = (*Transport)(nil)
 
 // New returns a shared-memory transport.
 func New(cfg Config) *Transport {
-	return &Transport{cfg: cfg.withDefaults(), reg: regtab.NewRegistry(),
-		segs: make(map[*segment]struct{}), conns: make(map[*conn]struct{})}
+	return &Transport{cfg: cfg.withDefaults(), reg: regtab.NewRegistry()}
 }
 
 // Register registers caller-owned memory. Such a region can be the local
 // side of work requests only: exporting or exposing it fails with
 // ErrNotSupported, because a peer cannot map it (use Alloc).
 func (t *Transport) Register(buf []byte, access verbs.Access) (*verbs.Region, error) {
-	r, err := verbs.NewRegion(buf, access)
+	r, err := t.reg.Register(buf, access)
 	if err != nil {
-		return nil, fmt.Errorf("shm: register: %w", err)
-	}
-	if err := t.reg.Add(r, nil); err != nil {
 		return nil, fmt.Errorf("shm: %w", err)
 	}
 	return r, nil
@@ -98,26 +91,8 @@ func (t *Transport) Connect(ctx context.Context, addr string, opts verbs.Connect
 // Close closes every segment and connection, then deregisters (and
 // unmaps) every region.
 func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	if !t.open.Close() {
 		return nil
-	}
-	t.closed = true
-	segs := make([]*segment, 0, len(t.segs))
-	for s := range t.segs {
-		segs = append(segs, s)
-	}
-	conns := make([]*conn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	for _, s := range segs {
-		_ = s.Close()
 	}
 	var errs []error
 	for _, e := range t.reg.CloseAll() {
@@ -144,26 +119,4 @@ func shareable(entries []*regtab.Entry, exports []verbs.Export) ([]int, error) {
 		fds[i] = fd
 	}
 	return fds, nil
-}
-
-func (t *Transport) track(s *segment, c *conn) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return fmt.Errorf("shm: transport: %w", verbs.ErrClosed)
-	}
-	if s != nil {
-		t.segs[s] = struct{}{}
-	}
-	if c != nil {
-		t.conns[c] = struct{}{}
-	}
-	return nil
-}
-
-func (t *Transport) untrack(s *segment, c *conn) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.segs, s)
-	delete(t.conns, c)
 }

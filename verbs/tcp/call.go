@@ -38,41 +38,10 @@ func (s *session) roundTrip(ctx context.Context, ping bool, method uint16, req, 
 
 // onReply delivers a REPLY or PONG to its waiting call.
 func (l *lane) onReply(h *frame.Header) error {
-	pc := l.s.calls.Claim(h.ID)
 	if h.Len > uint32(l.rd.Buffered()) {
 		l.idle()
 	}
-	if pc == nil { // the caller gave up
-		return l.rd.Discard(uint64(h.Len))
-	}
-	if (h.Type == frame.TypePong) != pc.Ping {
-		err := l.protocolErr("frame", h.Type.String()+" answers the wrong kind of request")
-		pc.Finish(closedErr(err))
-		return err
-	}
-	var err error
-	if h.Status == verbs.StatusOK {
-		n := int(h.Len)
-		if cap(pc.Buf) < n {
-			pc.Buf = make([]byte, n)
-		}
-		pc.Buf = pc.Buf[:n]
-		err = l.rd.ReadFull(pc.Buf)
-	} else {
-		keep := min(h.Len, verbs.MaxErrorMessage)
-		msg := make([]byte, keep)
-		if err = l.rd.ReadFull(msg); err == nil {
-			err = l.rd.Discard(uint64(h.Len - keep))
-		}
-		pc.Msg = string(msg)
-	}
-	pc.Status = h.Status
-	if err != nil {
-		pc.Finish(closedErr(err))
-		return err
-	}
-	pc.Finish(nil)
-	return nil
+	return l.s.calls.Answer(l.rd, h, l.s.peer, closedErr)
 }
 
 // ping is one PING/PONG round trip.

@@ -2,15 +2,14 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
 	"github.com/scatterkit/scatterkit/verbs/internal/probe"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
@@ -51,11 +50,12 @@ func (t *Transport) connect(ctx context.Context, addr string, opts verbs.Connect
 	}
 	s.pinned = pins
 	c := &conn{s: s, in: s.main}
-	if err := t.track(nil, c); err != nil {
+	if err := t.open.AddConn(c); err != nil {
 		s.close()
-		return nil, err
+		return nil, fmt.Errorf("tcp: transport: %w", err)
 	}
-	link, err := c.measure(ctx, welcome, opts)
+	link, err := probe.Connect(ctx, opts, t, probe.Target{Queue: c.in, Ping: s.ping,
+		RemoteKey: welcome.ProbeKey, RemoteLen: welcome.ProbeLen})
 	if err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("tcp: connect %s: %w", addr, err)
@@ -129,7 +129,7 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 	}()
 	if err != nil {
 		_ = nc0.Close()
-		return nil, nil, handshakeErr(peer, ctxErr(ctx, err))
+		return nil, nil, handshake.Err("tcp", peer, handshake.CtxErr(ctx, err))
 	}
 
 	lanes := make([]*lane, opts.Lanes)
@@ -155,7 +155,7 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 			}
 			if err != nil {
 				_ = nc.Close()
-				errs[i] = handshakeErr(peer, ctxErr(ctx, err))
+				errs[i] = handshake.Err("tcp", peer, handshake.CtxErr(ctx, err))
 				return
 			}
 			lanes[i] = &lane{idx: i, nc: nc, rd: rd}
@@ -184,37 +184,6 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 	return s, welcome, nil
 }
 
-// ctxErr prefers the context's error when it ended the handshake (the
-// socket deadline, set from the context's, may fire a moment before the
-// context reports it).
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w (%v)", cerr, err)
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
-	}
-	return err
-}
-
-// measure probes the link for the parameters opts.Link leaves zero.
-func (c *conn) measure(ctx context.Context, welcome *frame.Hello, opts verbs.ConnectOptions) (verbs.LinkParams, error) {
-	want := opts.Link
-	want.QueueDepth = opts.QueueDepth
-	if want.Complete() {
-		return want, nil
-	}
-	scratch, err := c.s.t.Alloc(probe.Bulk, verbs.AccessLocal)
-	if err != nil {
-		return want, err
-	}
-	defer func() { _ = c.s.t.Deregister(scratch) }()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return probe.Measure(pctx, probe.Target{Queue: c.in, Ping: c.s.ping, LocalKey: scratch.Key(),
-		RemoteKey: welcome.ProbeKey, RemoteLen: welcome.ProbeLen}, want)
-}
-
 // Post implements verbs.Queue.
 func (c *conn) Post(wrs []verbs.WorkRequest) (int, error) { return c.in.Post(wrs) }
 
@@ -240,6 +209,6 @@ func (c *conn) Call(ctx context.Context, method uint16, req, resp []byte) ([]byt
 // Close implements verbs.Conn.
 func (c *conn) Close() error {
 	c.s.close()
-	c.s.t.untrack(nil, c)
+	c.s.t.open.Remove(c)
 	return nil
 }

@@ -3,7 +3,6 @@ package tcp
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/calls"
@@ -16,11 +15,9 @@ var errPeerEnded = fmt.Errorf("tcp: peer of an ended call: %w", verbs.ErrClosed)
 
 // Owner-side reuse bounds, per session.
 const (
-	keepPeers   = 16      // idle Peer initiators (queue and slots) kept
-	keepWorkers = 16      // parked handler goroutines kept
-	keepJobs    = 16      // idle call jobs (request buffers) kept
-	keepReq     = 4 << 20 // request buffers larger than this are not kept
-	peerSlab    = 256     // Peer handles allocated at once
+	keepPeers   = 16  // idle Peer initiators (queue and slots) kept
+	keepWorkers = 16  // parked handler goroutines kept
+	peerSlab    = 256 // Peer handles allocated at once
 )
 
 // peer is the verbs.Peer one call's handler gets: a pooled initiator and
@@ -123,49 +120,9 @@ func (s *session) releasePeer(p *peer) {
 	delete(s.queues, in.qid)
 }
 
-// callJob is one CALL on its way through a handler: reused across calls
-// with its request and response buffers.
-type callJob struct {
-	l      *lane
-	id     uint64
-	method uint16
-	hd     verbs.Handler
-	req    []byte
-	resp   []byte
-}
-
-// getJob returns an idle job with a request buffer of n bytes.
-func (s *session) getJob(n int) *callJob {
-	s.jobMu.Lock()
-	var j *callJob
-	if k := len(s.jobs); k > 0 {
-		j = s.jobs[k-1]
-		s.jobs[k-1] = nil
-		s.jobs = s.jobs[:k-1]
-	}
-	s.jobMu.Unlock()
-	if j == nil {
-		j = &callJob{resp: make([]byte, 0, 4096)}
-	}
-	if cap(j.req) < n {
-		j.req = make([]byte, n)
-	}
-	j.req = j.req[:n]
-	return j
-}
-
-// putJob keeps j for a later call.
-func (s *session) putJob(j *callJob) {
-	j.l, j.hd = nil, nil
-	if cap(j.req) > keepReq {
-		j.req = nil
-	}
-	s.jobMu.Lock()
-	if len(s.jobs) < keepJobs {
-		s.jobs = append(s.jobs, j)
-	}
-	s.jobMu.Unlock()
-}
+// callJob is one CALL on its way through a handler; Via is the lane
+// that read it, which carries the REPLY.
+type callJob = calls.Job[*lane]
 
 // startWorkers sets up the owner's handler goroutines.
 func (s *session) startWorkers(maxCalls int) {
@@ -179,14 +136,14 @@ func (l *lane) onCall(h *frame.Header) error {
 	if int(h.Len) > l.rd.Buffered() {
 		l.idle()
 	}
-	j := s.getJob(int(h.Len))
-	if err := l.rd.ReadFull(j.req); err != nil {
-		s.putJob(j)
+	j := s.jobs.Get(int(h.Len))
+	if err := l.rd.ReadFull(j.Req); err != nil {
+		s.jobs.Put(j)
 		return err
 	}
 	hd := s.seg.handler(h.Method)
 	if hd == nil {
-		s.putJob(j)
+		s.jobs.Put(j)
 		l.respond().header(&frame.Header{Type: frame.TypeReply, Status: verbs.StatusNotSupported, Method: h.Method, ID: h.ID})
 		return nil
 	}
@@ -197,10 +154,10 @@ func (l *lane) onCall(h *frame.Header) error {
 	select {
 	case s.admit <- struct{}{}:
 	default:
-		s.putJob(j)
+		s.jobs.Put(j)
 		return l.protocolErr("frame", fmt.Sprintf("more than %d calls outstanding", cap(s.admit)))
 	}
-	j.l, j.id, j.method, j.hd = l, h.ID, h.Method, hd
+	j.Via, j.ID, j.Method, j.Handler = l, h.ID, h.Method, hd
 	s.workers.Go(j)
 	return nil
 }
@@ -212,7 +169,7 @@ const maxWaitingCalls = 16
 // serveCall runs a handler, waits for the work its Peer posted, and sends
 // the REPLY.
 func (s *session) serveCall(j *callJob) {
-	defer s.putJob(j)
+	defer s.jobs.Put(j)
 	defer func() { <-s.admit }()
 	select {
 	case s.sem <- struct{}{}:
@@ -221,30 +178,16 @@ func (s *session) serveCall(j *callJob) {
 	}
 	defer func() { <-s.sem }()
 	p := s.acquirePeer()
-	resp, err := j.hd.ServeCall(s.ctx, p, j.req, j.resp[:0])
+	resp, err := j.Handler.ServeCall(s.ctx, p, j.Req, j.Resp[:0])
 	// Every request the handler posted must be answered before the reply
 	// goes out; if the session ends, flush answers them.
 	s.releasePeer(p)
-
-	r := frame.Header{Type: frame.TypeReply, Method: j.method, ID: j.id}
-	var payload []byte
-	if err != nil {
-		r.Status = verbs.StatusHandler
-		payload = []byte(err.Error())
-		payload = payload[:min(len(payload), verbs.MaxErrorMessage)]
-	} else {
-		payload = resp
-		if len(payload) > frame.MaxMessage {
-			r.Status = verbs.StatusHandler
-			payload = fmt.Appendf(nil, "response of %d bytes exceeds %d", len(resp), frame.MaxMessage)
-		}
-	}
-	r.Len = uint32(len(payload))
-	j.l.sq.appendFrames(func(b *batch) {
+	r, payload := calls.Reply(j.Method, j.ID, resp, err)
+	j.Via.sq.appendFrames(func(b *batch) {
 		b.header(&r)
 		b.inline(payload)
 	})
-	// resp was copied; the handler's growth of j.resp, if any, is dropped
+	// resp was copied; the handler's growth of j.Resp, if any, is dropped
 	// (resp may be the handler's own memory).
 }
 
@@ -253,7 +196,6 @@ type peerState struct {
 	idlePeers []*initiator // Peer initiators of ended calls, reopened
 	peerSlab  []peer       // unused Peer handles (under mu)
 
-	jobMu   sync.Mutex
-	jobs    []*callJob
+	jobs    calls.Jobs[*lane]
 	workers *calls.Workers[*callJob]
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/listener"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -143,15 +143,10 @@ func (s *session) fail(err error) {
 		_ = l.nc.Close()
 		l.sq.close()
 	}
-	if s.owner && s.seg != nil && abnormal(err) {
+	if s.owner && s.seg != nil && listener.Abnormal(err) {
 		s.seg.report(err)
 	}
 	go s.finalize()
-}
-
-// abnormal reports whether err is worth reporting (not an orderly close).
-func abnormal(err error) bool {
-	return !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, verbs.ErrClosed)
 }
 
 // finalize runs after fail: once the lane goroutines have stopped it

@@ -3,10 +3,10 @@ package tcp
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/endpoints"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -51,32 +51,21 @@ type Transport struct {
 	cfg Config
 	reg *regtab.Registry
 
-	mu     sync.Mutex
-	closed bool
-	segs   map[*segment]struct{}
-	conns  map[*conn]struct{}
+	open endpoints.Set
 }
 
 var _ verbs.Transport = (*Transport)(nil)
 
 // New returns a TCP transport.
 func New(cfg Config) *Transport {
-	return &Transport{
-		cfg:   cfg.withDefaults(),
-		reg:   regtab.NewRegistry(),
-		segs:  make(map[*segment]struct{}),
-		conns: make(map[*conn]struct{}),
-	}
+	return &Transport{cfg: cfg.withDefaults(), reg: regtab.NewRegistry()}
 }
 
 // Register registers caller-owned memory. Over TCP any registered region
 // may be exported or exposed.
 func (t *Transport) Register(buf []byte, access verbs.Access) (*verbs.Region, error) {
-	r, err := verbs.NewRegion(buf, access)
+	r, err := t.reg.Register(buf, access)
 	if err != nil {
-		return nil, fmt.Errorf("tcp: register: %w", err)
-	}
-	if err := t.reg.Add(r, nil); err != nil {
 		return nil, fmt.Errorf("tcp: %w", err)
 	}
 	return r, nil
@@ -113,49 +102,8 @@ func (t *Transport) Connect(ctx context.Context, addr string, opts verbs.Connect
 // Close closes every segment and connection, then deregisters every
 // region.
 func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	segs := make([]*segment, 0, len(t.segs))
-	for s := range t.segs {
-		segs = append(segs, s)
-	}
-	conns := make([]*conn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	for _, s := range segs {
-		_ = s.Close()
-	}
-	t.reg.CloseAll()
-	return nil
-}
-
-func (t *Transport) track(s *segment, c *conn) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return fmt.Errorf("tcp: transport: %w", verbs.ErrClosed)
-	}
-	if s != nil {
-		t.segs[s] = struct{}{}
-	}
-	if c != nil {
-		t.conns[c] = struct{}{}
+	if t.open.Close() {
+		t.reg.CloseAll()
 	}
 	return nil
-}
-
-func (t *Transport) untrack(s *segment, c *conn) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.segs, s)
-	delete(t.conns, c)
 }

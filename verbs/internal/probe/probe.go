@@ -137,3 +137,43 @@ func run(ctx context.Context, q Queue, wrs []verbs.WorkRequest, cs []verbs.Compl
 	}
 	return nil
 }
+
+// Pattern fills an owner's probe region with its fixed, non-zero
+// pattern.
+func Pattern(mem []byte) {
+	for i := range mem {
+		mem[i] = byte(i*131 + 7)
+	}
+}
+
+// Registrar registers the local scratch region a measurement reads into;
+// every verbs.Transport is one.
+type Registrar interface {
+	Register(buf []byte, access verbs.Access) (*verbs.Region, error)
+	Deregister(r *verbs.Region) error
+}
+
+// Timeout bounds the measurement of a new connection.
+const Timeout = 5 * time.Second
+
+// Connect returns the link parameters of a new connection: opts.Link
+// with QueueDepth set to opts.QueueDepth and its zero fields measured on
+// tg (within Timeout) into a scratch region of Bulk bytes registered on
+// reg for the time of the measurement (tg.LocalKey is set to it). Nothing
+// is registered when opts.Link is complete.
+func Connect(ctx context.Context, opts verbs.ConnectOptions, reg Registrar, tg Target) (verbs.LinkParams, error) {
+	want := opts.Link
+	want.QueueDepth = opts.QueueDepth
+	if want.Complete() {
+		return want, nil
+	}
+	scratch, err := reg.Register(make([]byte, Bulk), verbs.AccessLocal)
+	if err != nil {
+		return want, err
+	}
+	defer func() { _ = reg.Deregister(scratch) }()
+	pctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	tg.LocalKey = scratch.Key()
+	return Measure(pctx, tg, want)
+}

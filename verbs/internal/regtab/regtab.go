@@ -35,6 +35,19 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{entries: make(map[verbs.Key]*Entry)} }
 
+// Register makes a region of buf (see verbs.NewRegion) and adds it
+// without backend data: caller-owned memory.
+func (g *Registry) Register(buf []byte, access verbs.Access) (*verbs.Region, error) {
+	r, err := verbs.NewRegion(buf, access)
+	if err != nil {
+		return nil, fmt.Errorf("register: %w", err)
+	}
+	if err := g.Add(r, nil); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // Add registers r with backend data.
 func (g *Registry) Add(r *verbs.Region, data any) error {
 	g.mu.Lock()

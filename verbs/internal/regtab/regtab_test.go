@@ -154,3 +154,29 @@ func TestResolveAllocs(t *testing.T) {
 		}
 	}))
 }
+
+func TestRegister(t *testing.T) {
+	g := NewRegistry()
+	buf := make([]byte, 32)
+	for i := range buf {
+		buf[i] = byte(i) | 1
+	}
+	r, err := g.Register(buf, verbs.AccessLocal|verbs.AccessRemoteRead)
+	require.NoError(t, err)
+	require.Same(t, &buf[0], &r.Bytes()[0], "caller-owned memory")
+	pins, err := g.Pin([]verbs.Export{{Name: "r", Region: r}})
+	require.NoError(t, err)
+	require.Nil(t, pins[0].Data, "no backend data")
+	g.Unpin(pins)
+
+	_, err = g.Register(nil, verbs.AccessLocal)
+	require.ErrorIs(t, err, verbs.ErrInvalid)
+	require.ErrorContains(t, err, "register: ")
+	_, err = g.Register(buf, verbs.Access(0xff))
+	require.ErrorIs(t, err, verbs.ErrInvalid)
+
+	require.Len(t, g.CloseAll(), 1)
+	_, err = g.Register(buf, verbs.AccessLocal)
+	require.ErrorIs(t, err, verbs.ErrClosed)
+	require.EqualError(t, err, "register: "+verbs.ErrClosed.Error())
+}

@@ -1,0 +1,57 @@
+package endpoints
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// endpoint records the order of closes; closing removes it from its set
+// as a backend's Close does.
+type endpoint struct {
+	name string
+	set  *Set
+	log  *[]string
+}
+
+func (e *endpoint) Close() error {
+	*e.log = append(*e.log, e.name)
+	e.set.Remove(e)
+	return nil
+}
+
+func TestSet(t *testing.T) {
+	var s Set
+	var log []string
+	seg1 := &endpoint{"seg1", &s, &log}
+	seg2 := &endpoint{"seg2", &s, &log}
+	conn1 := &endpoint{"conn1", &s, &log}
+	conn2 := &endpoint{"conn2", &s, &log}
+	gone := &endpoint{"gone", &s, &log}
+	require.NoError(t, s.AddSegment(seg1))
+	require.NoError(t, s.AddConn(conn1))
+	require.NoError(t, s.AddSegment(seg2))
+	require.NoError(t, s.AddConn(conn2))
+	require.NoError(t, s.AddConn(gone))
+	s.Remove(gone)
+	segs, conns := s.Len()
+	require.Equal(t, 2, segs)
+	require.Equal(t, 2, conns)
+
+	require.True(t, s.Close())
+	require.Len(t, log, 4)
+	require.ElementsMatch(t, []string{"conn1", "conn2"}, log[:2], "connections close first")
+	require.ElementsMatch(t, []string{"seg1", "seg2"}, log[2:])
+	segs, conns = s.Len()
+	require.Zero(t, segs+conns, "closing removed them")
+
+	require.False(t, s.Close(), "a second Close does nothing")
+	require.Len(t, log, 4)
+	late := &endpoint{"late", &s, &log}
+	require.ErrorIs(t, s.AddConn(late), verbs.ErrClosed)
+	require.ErrorIs(t, s.AddSegment(late), verbs.ErrClosed)
+	segs, conns = s.Len()
+	require.Zero(t, segs+conns)
+}

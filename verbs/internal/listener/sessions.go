@@ -1,0 +1,148 @@
+package listener
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// Sessions is a segment's set of live sessions, keyed by the connection id
+// each gets when it is added, together with the goroutines (accept loop,
+// handshakes) that feed it. Create it with NewSessions.
+type Sessions[S any] struct {
+	mu     sync.Mutex
+	closed bool
+	m      map[uint64]S
+	nextID uint64
+	wg     sync.WaitGroup // accept loop and handshakes
+}
+
+// NewSessions returns an empty set whose connection ids start at a random
+// point, so ids of different segments (and restarts) rarely meet.
+func NewSessions[S any]() *Sessions[S] {
+	var seed [8]byte
+	_, _ = rand.Read(seed[:])
+	return &Sessions[S]{m: make(map[uint64]S), nextID: binary.LittleEndian.Uint64(seed[:]) >> 1}
+}
+
+// Add adds s under a fresh connection id, which it stores in *id while
+// the set is locked (so Close, which ends the sessions it finds, sees the
+// id). It fails with verbs.ErrClosed once Close has begun.
+func (ss *Sessions[S]) Add(s S, id *uint64) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return verbs.ErrClosed
+	}
+	ss.nextID++
+	*id = ss.nextID
+	ss.m[*id] = s
+	return nil
+}
+
+// Get returns the session with connection id id.
+func (ss *Sessions[S]) Get(id uint64) (S, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s, ok := ss.m[id]
+	return s, ok
+}
+
+// Remove forgets the session with connection id id (if any).
+func (ss *Sessions[S]) Remove(id uint64) {
+	ss.mu.Lock()
+	delete(ss.m, id)
+	ss.mu.Unlock()
+}
+
+// Len returns the number of live sessions.
+func (ss *Sessions[S]) Len() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.m)
+}
+
+// Serve starts the accept loop on ln: every accepted connection gets a
+// goroutine running handshake, and a connection whose handshake fails is
+// closed, its error reported unless it is an orderly end (see Abnormal).
+// Accept errors other than the listener's close are reported as
+// "<name>: accept: ..." and retried after a pause. The loop ends when ln
+// is closed (by Close).
+func (ss *Sessions[S]) Serve(name string, ln net.Listener, handshake func(net.Conn) error, report func(error)) {
+	ss.wg.Add(1)
+	go ss.acceptLoop(name, ln, handshake, report)
+}
+
+func (ss *Sessions[S]) acceptLoop(name string, ln net.Listener, handshake func(net.Conn) error, report func(error)) {
+	defer ss.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			report(fmt.Errorf("%s: accept: %w", name, err))
+			time.Sleep(5 * time.Millisecond) // e.g. out of descriptors
+			continue
+		}
+		ss.mu.Lock()
+		if ss.closed {
+			ss.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		ss.wg.Add(1)
+		ss.mu.Unlock()
+		go func() {
+			defer ss.wg.Done()
+			if err := handshake(nc); err != nil {
+				_ = nc.Close()
+				if Abnormal(err) {
+					report(err)
+				}
+			}
+		}()
+	}
+}
+
+// Close ends the set once: Add fails from now on, ln stops accepting, end
+// runs on every live session, and Close returns when the accept loop and
+// every handshake have returned. first is false (and nothing is done) if
+// Close ran before. err is ln's close error, unless it was already
+// closed.
+func (ss *Sessions[S]) Close(ln io.Closer, end func(S)) (first bool, err error) {
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return false, nil
+	}
+	ss.closed = true
+	live := make([]S, 0, len(ss.m))
+	for _, s := range ss.m {
+		live = append(live, s)
+	}
+	ss.mu.Unlock()
+	err = ln.Close()
+	for _, s := range live {
+		end(s)
+	}
+	ss.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return true, err
+}
+
+// Abnormal reports whether err, ending a connection or its handshake, is
+// worth reporting to ListenOptions.OnError: anything but an orderly close
+// (EOF, a closed socket, verbs.ErrClosed).
+func Abnormal(err error) bool {
+	return !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, verbs.ErrClosed)
+}
