@@ -80,6 +80,10 @@ func (d *driver) reserve(p *directPart) uint64 {
 		d.gens = append(d.gens, 0)
 	}
 	d.gens[s]++
+	// Reset the part under the lock: once it is in d.parts, kill may look
+	// at it, and it must see a part with nothing in flight.
+	p.posted, p.outstanding, p.err, p.pending = 0, 0, nil, false
+	p.first, p.last = time.Time{}, time.Time{}
 	d.parts[s] = p
 	p.slot = s
 	return uint64(s)<<32 | uint64(d.gens[s])

@@ -114,6 +114,7 @@ func (op *Operation) buildHybrid() {
 			DstExtent: op.sop.Plan.DstExtent, Ranges: sub}
 		return
 	}
+	op.primary.op = op
 	id := op.cs.reserve(&op.primary)
 	wrs, sub := op.primary.wrs[:0], op.sub[:0]
 	op.norm.ForEachSpan(func(src, dst, n uint64) bool {

@@ -436,6 +436,7 @@ func (op *Operation) launch(inline bool) {
 			op.runMapped(&op.primary, false)
 			return
 		}
+		op.primary.op = op
 		id := op.cs.reserve(&op.primary)
 		wrs := op.primary.wrs[:0]
 		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
@@ -449,9 +450,6 @@ func (op *Operation) launch(inline bool) {
 
 // submitReserved submits a part whose requests carry the ID reserve gave.
 func (op *Operation) submitReserved(p *directPart) {
-	p.op = op
-	p.posted, p.outstanding, p.err, p.pending = 0, 0, nil, false
-	p.first, p.last = time.Time{}, time.Time{}
 	op.mu.Lock()
 	op.trace.DirectRequests += len(p.wrs)
 	op.mu.Unlock()
@@ -527,6 +525,7 @@ func (op *Operation) gatherDone(err error, fb Fallback) {
 		op.runMapped(p, op.mode == ModeHybrid)
 		return
 	}
+	p.op = op
 	id := op.cs.reserve(p)
 	if op.mode == ModeHybrid {
 		p.wrs = op.rangeRequests(p.wrs[:0], id, op.sub)

@@ -95,6 +95,8 @@ func PrintTable(out io.Writer, c *Config, passes []PassResult) {
 				switch cl.Name() {
 				case CeilingRTT:
 					cs = append(cs, fmt.Sprintf("rtt p50 %s ms", f2(cl.Value())))
+				case CeilingLocal:
+					cs = append(cs, fmt.Sprintf("local lookup p50 %s ms", f2(cl.Value())))
 				case CeilingDirect:
 					cs = append(cs, fmt.Sprintf("direct-control (64 x 512 KiB) %s Gbit/s", f2(cl.Value())))
 				default:
@@ -253,10 +255,22 @@ func Goals(passes []PassResult) []Goal {
 			out = append(out, ratioGoal(t, "single-read: adaptive p50 / rtt p50",
 				ratio(val(get("single-read", "adaptive"), func(l *Line) float64 { return l.P50Ms }), sr.ceiling(CeilingRTT)), 1.5, false))
 		}
+		if ec := byName["engram-cpu"]; ec != nil {
+			out = append(out, ratioGoal("local", "engram-cpu: lookup goodput / pack-only (same workers)",
+				ratio(val(get("engram-cpu", "cpu"), goodput), ec.ceiling(CeilingPack)), 0.9, true))
+		}
+		if er := byName["engram-remote"]; er != nil {
+			// p50(remote) - p50(local) <= 2 rtt + 0.2 p50(local), as a
+			// ratio of the two sides (<= 1).
+			a := val(get("engram-remote", "adaptive"), func(l *Line) float64 { return l.P50Ms })
+			rtt, local := er.ceiling(CeilingRTT), er.ceiling(CeilingLocal)
+			out = append(out, ratioGoal(t, "engram-remote: (p50 - local p50) / (2 rtt + 0.2 local p50)",
+				ratio(a-local, 2*rtt+0.2*local), 1, false))
+		}
 		for i := range p.Workloads {
 			wr := &p.Workloads[i]
 			a := wr.line("adaptive")
-			if a == nil || a.Reps == 0 {
+			if a == nil || a.Reps == 0 || wr.Workload.Engram != "" {
 				continue
 			}
 			n := wr.Workload.Name

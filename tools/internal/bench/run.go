@@ -65,6 +65,8 @@ type Runner struct {
 	emit func(any) error
 	// step is called after every repetition (the progress bar).
 	step func(desc string)
+	// engram is the Engram table of the engram workloads (engram.go).
+	engram *engramEnv
 }
 
 // Run runs every pass. It stops at the first error that makes going on
@@ -86,6 +88,11 @@ func (r *Runner) Run(ctx context.Context) ([]PassResult, error) {
 	}
 	var out []PassResult
 	var errs []error
+	defer func() {
+		if err := r.closeEngram(); err != nil {
+			fmt.Fprintf(r.stderr, "scatterbench: removing the Engram table: %v\n", err)
+		}
+	}()
 	for _, p := range c.Passes {
 		pr := r.runPass(ctx, p, link)
 		out = append(out, pr)
@@ -102,10 +109,49 @@ func (r *Runner) Run(ctx context.Context) ([]PassResult, error) {
 
 func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr PassResult) {
 	pr = PassResult{Transport: p.Transport, Owner: r.cfg.Owner, LoadBefore: loadAverage()}
+	defer func() { pr.LoadAfter = loadAverage() }()
+	// Engram workloads bring their own table and owner; they run after
+	// the scatter workloads, which share the pass's owner.
+	var scatter, engramW []Workload
+	for _, w := range p.Workloads {
+		if w.Engram != "" {
+			engramW = append(engramW, w)
+		} else {
+			scatter = append(scatter, w)
+		}
+	}
+	if len(scatter) > 0 {
+		p.Workloads = scatter
+		r.runScatter(ctx, p, link, &pr)
+		if pr.Err != nil {
+			return pr
+		}
+	} else {
+		pr.Owner = OwnerInproc
+	}
+	for i := range engramW {
+		wr, err := r.runEngram(ctx, p.Transport, &engramW[i])
+		pr.Workloads = append(pr.Workloads, wr)
+		for _, l := range wr.Lines {
+			r.emitLine(l)
+		}
+		for _, l := range wr.Ceilings {
+			r.emitLine(l)
+		}
+		if err != nil {
+			pr.Err = err
+			return pr
+		}
+	}
+	return pr
+}
+
+// runScatter runs the scatter workloads of a pass on one owner.
+func (r *Runner) runScatter(ctx context.Context, p Pass, link *netns.Link, pr *PassResult) {
 	s, err := newSession(ctx, r.cfg, p, link, r.stderr)
 	if err != nil {
 		pr.Err = err
-		return pr
+		return
 	}
 	pr.Owner = s.own.desc()
 	if link != nil {
@@ -131,10 +177,9 @@ func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr Pass
 		}
 		if err != nil {
 			pr.Err = err
-			return pr
+			return
 		}
 	}
-	return pr
 }
 
 func (r *Runner) emitLine(v any) {

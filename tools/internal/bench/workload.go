@@ -52,6 +52,12 @@ type Workload struct {
 	Large Frags
 	Src   Order
 	Dst   Layout
+	// Engram, when set ("cpu" or "remote"), makes this an Engram lookup
+	// workload (engram.go): Tokens x (Small.Count/Tokens) ids into a
+	// token-major [T,K,Small.Size] output, one table named in every
+	// column, instead of a scatter plan.
+	Engram string
+	Tokens int
 }
 
 // Named is the table of named workloads, the one place to add more (later
@@ -68,10 +74,14 @@ var Named = []Workload{
 		Doc: "32,768 random 264 B ranges and 64 random 512 KiB ranges, interleaved, into a contiguous destination (a Reshard mix; ranges plan)"},
 	{Name: "single-read", Dir: verbs.OpRead, Small: Frags{264, 1}, Src: Random, Dst: Contiguous,
 		Doc: "one random 264 B row: the latency of a minimal operation"},
+	{Name: "engram-cpu", Dir: verbs.OpRead, Small: Frags{264, 4096 * 24}, Src: Random, Dst: Contiguous, Engram: EngramCPU, Tokens: 4096,
+		Doc: "local Engram lookup, T=4096 K=24 R=264 from a snapshot of -table-bytes (ceiling: pack-only of the same ids, same workers)"},
+	{Name: "engram-remote", Dir: verbs.OpRead, Small: Frags{264, 16 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 16,
+		Doc: "remote Engram lookups, T=16 K=24 R=264, from an owner in this process over the pass's transport (ceilings: rtt, local lookup of the same ids)"},
 }
 
 // DefaultWorkloads run when -workloads is not given.
-var DefaultWorkloads = []string{"many-small", "few-large", "mixed", "single-read"}
+var DefaultWorkloads = []string{"many-small", "few-large", "mixed", "single-read", "engram-cpu", "engram-remote"}
 
 // Matrix geometry: the RFC's validation matrix, within MatrixCap bytes of
 // payload per workload.

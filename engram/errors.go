@@ -1,0 +1,68 @@
+package engram
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
+)
+
+// Errors of the store. Detailed failures wrap one of these (or one of
+// package snapshot's, for file problems) in a typed error; test for them
+// with [errors.Is].
+var (
+	// ErrClosed is returned by every method of a closed Store.
+	ErrClosed = errors.New("engram: store closed")
+	// ErrConfig means Open was given an unusable configuration: no tables,
+	// both or neither of a local directory and a remote owner, a bad
+	// namespace or table name, a spec with no rows or no row bytes.
+	ErrConfig = errors.New("engram: invalid configuration")
+	// ErrUnknownTable means a name is not one of the store's tables.
+	ErrUnknownTable = errors.New("engram: unknown table")
+	// ErrExists is returned by Populate for a table that already holds
+	// rows: tables are immutable and create-only.
+	ErrExists = errors.New("engram: table already populated")
+	// ErrNotPopulated means a lookup named a table that has no rows yet.
+	ErrNotPopulated = errors.New("engram: table not populated")
+	// ErrRowsSize means Populate was given rows whose length is not
+	// NumRows x RowBytes.
+	ErrRowsSize = errors.New("engram: rows do not match the table spec")
+	// ErrReadOnly is returned by Populate and Remove on a store served by
+	// a remote owner: its tables are the owner's.
+	ErrReadOnly = errors.New("engram: remote store is read-only")
+	// ErrUnregisteredOutput means a remote lookup's output does not lie in
+	// a buffer from Store.NewBuffer, the memory the owner may write.
+	ErrUnregisteredOutput = errors.New("engram: output not in a registered buffer")
+	// ErrServed is returned by Remove for a table an open Server exports.
+	ErrServed = errors.New("engram: table is being served")
+	// ErrBadLayer means a layer or head index is out of range.
+	ErrBadLayer = errors.New("engram: layer or head out of range")
+
+	// Lookup argument errors (the same values the lookup core returns).
+	// ErrShape: ids, table names, offsets and [T,K] disagree.
+	ErrShape = lookup.ErrShape
+	// ErrRowBytes: the columns' tables have different row sizes.
+	ErrRowBytes = lookup.ErrRowBytes
+	// ErrOutput: the output does not fit its buffer, has negative offsets
+	// or strides, or two of its rows overlap (or overlap a table).
+	ErrOutput = lookup.ErrOutput
+	// ErrID: an id is neither -1 nor a row of its column's table once the
+	// column's offset is subtracted; [*IDError] says which.
+	ErrID = lookup.ErrID
+)
+
+// IDError details an ErrID: the first bad id in token-major order.
+type IDError = lookup.IDError
+
+// TableError is an error about one table.
+type TableError struct {
+	Table string
+	Op    string // "populate", "open", "remove", "lookup"
+	Err   error
+}
+
+func (e *TableError) Error() string {
+	return fmt.Sprintf("engram: %s table %q: %v", e.Op, e.Table, e.Err)
+}
+
+func (e *TableError) Unwrap() error { return e.Err }

@@ -1,0 +1,10 @@
+module github.com/scatterkit/scatterkit/engram
+
+go 1.26.0
+
+require (
+	github.com/google/go-cmp v0.7.0
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.50.0
+)

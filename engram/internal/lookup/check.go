@@ -1,0 +1,104 @@
+package lookup
+
+import "github.com/scatterkit/scatterkit/bufferpool/pack"
+
+// inlineCols is the most columns whose per-call state lives on the caller's
+// stack; larger calls use the engine's scratch, one at a time.
+const inlineCols = 64
+
+// Check validates a lookup of the [T,K] ids (token-major, id (t, k) is
+// ids[t*K+k]) from cols into out, without writing anything. It returns nil
+// exactly when [Lookup] with the same arguments would write the output
+// (unless the engine is closed). It reports the first failure of, in this
+// order:
+//
+//   - [ErrShape]: T or K negative, K above MaxInt32, len(ids) != T*K or
+//     len(cols) != K (a [*ShapeError]);
+//   - the columns, one at a time: [ErrTable] for RowBytes below 1, a
+//     negative NumRows or Rows shorter than NumRows*RowBytes, [ErrRowBytes]
+//     for a RowBytes that differs from column 0's (a [*ColumnError]);
+//   - [ErrOutput]: a negative offset or stride (of a dimension of two or
+//     more rows), rows outside Buf, two rows that overlap, or rows that
+//     overlap a table. The overlap rule is exact: any strides under which
+//     no two of the T*K rows share a byte are accepted (token-major,
+//     head-major, padded, tiled or interleaved) (an [*OutputError]);
+//   - [ErrID]: the first id in token-major order that is neither -1 nor in
+//     [Offset, Offset+NumRows) of its column, as an [*IDError].
+//
+// It does not allocate unless it returns an error.
+func Check[I pack.ID](cols []Column, ids []I, t, k int, out Output) error {
+	if _, err := validate(cols, len(ids), t, k, out); err != nil || t == 0 || k == 0 {
+		return err
+	}
+	if k <= inlineCols {
+		var bounds [inlineCols]bound
+		return checkIDs(cols, ids, t, k, bounds[:k])
+	}
+	return checkIDs(cols, ids, t, k, nil)
+}
+
+// validate runs every check but the ids' and returns the row size.
+func validate(cols []Column, nIDs, t, k int, out Output) (int, error) {
+	if err := checkShape(len(cols), nIDs, t, k); err != nil {
+		return 0, err
+	}
+	rowBytes, err := checkColumns(cols)
+	if err != nil || t == 0 || k == 0 {
+		return rowBytes, err
+	}
+	return rowBytes, checkOutput(out, t, k, rowBytes, cols)
+}
+
+// checkIDs checks every id against its column; t and k are at least 1.
+// bounds, when it holds k entries, is scratch for the columns' bounds;
+// without it the ids are read column by column.
+func checkIDs[I pack.ID](cols []Column, ids []I, t, k int, bounds []bound) error {
+	uniform := true
+	for j := 1; j < k; j++ {
+		if cols[j].Offset != cols[0].Offset || cols[j].NumRows != cols[0].NumRows {
+			uniform = false
+			break
+		}
+	}
+	if uniform {
+		b := columnBound(&cols[0])
+		for i, id := range ids {
+			if !b.has(int64(id)) && id != -1 {
+				return idError(cols, i/k, i%k, int64(id))
+			}
+		}
+		return nil
+	}
+	if len(bounds) == k {
+		for j := range bounds {
+			bounds[j] = columnBound(&cols[j])
+		}
+		for row := 0; row < len(ids); row += k {
+			for j, id := range ids[row : row+k] {
+				if !bounds[j].has(int64(id)) && id != -1 {
+					return idError(cols, row/k, j, int64(id))
+				}
+			}
+		}
+		return nil
+	}
+	// Column by column, keeping the first bad id in token-major order.
+	first := len(ids)
+	for j := range k {
+		b := columnBound(&cols[j])
+		for i := j; i < first; i += k {
+			if id := ids[i]; !b.has(int64(id)) && id != -1 {
+				first = i
+				break
+			}
+		}
+	}
+	if first < len(ids) {
+		return idError(cols, first/k, first%k, int64(ids[first]))
+	}
+	return nil
+}
+
+func idError(cols []Column, t, k int, id int64) error {
+	return &IDError{T: t, K: k, ID: id, Rows: cols[k].NumRows, Offset: cols[k].Offset}
+}

@@ -1,0 +1,202 @@
+package engram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/scatterkit/scatterkit/engram/internal/remote"
+	"github.com/scatterkit/scatterkit/engram/snapshot"
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// openRemote connects to the owner and checks that it serves every table
+// of the store with the same spec.
+func (s *Store) openRemote(ctx context.Context, rc *RemoteConfig) error {
+	if rc.Transport == nil || rc.Addr == "" {
+		return fmt.Errorf("%w: a remote store needs a Transport and an Addr", ErrConfig)
+	}
+	c, err := remote.Dial(ctx, remote.ClientConfig{
+		Transport:   rc.Transport,
+		Addr:        rc.Addr,
+		Namespace:   s.ns,
+		OutputBytes: rc.BufferBytes,
+		Engine:      rc.Engine,
+		Connect:     rc.Connect,
+		Mode:        rc.Mode,
+	})
+	if err != nil {
+		return fmt.Errorf("engram: remote owner %s: %w", rc.Addr, err)
+	}
+	for _, name := range s.names {
+		t := s.tables[name]
+		got, ok := c.Spec(name)
+		if !ok {
+			c.Close()
+			return &TableError{Table: name, Op: "open", Err: fmt.Errorf("%w: the owner at %s does not serve it", ErrUnknownTable, rc.Addr)}
+		}
+		if got.NumRows != t.spec.NumRows || got.RowBytes != t.spec.RowBytes {
+			c.Close()
+			return &TableError{Table: name, Op: "open", Err: &snapshot.SpecMismatchError{
+				Want: snapshot.Spec{Name: name, NumRows: t.spec.NumRows, RowBytes: t.spec.RowBytes},
+				Got:  snapshot.Spec{Name: name, NumRows: got.NumRows, RowBytes: got.RowBytes},
+			}}
+		}
+		t.remote = true
+	}
+	s.remote = c
+	s.reqs32.New = func() any { return new(remote.Request[int32]) }
+	s.reqs64.New = func() any { return new(remote.Request[int64]) }
+	return nil
+}
+
+func (s *Store) lookupRemote(ctx context.Context, tables []string, ids IDs, out Output, offsets []int64) error {
+	for _, name := range tables {
+		if _, ok := s.tables[name]; !ok { // the owner may serve more than the store opened
+			return &TableError{Table: name, Op: "lookup", Err: ErrUnknownTable}
+		}
+	}
+	var err error
+	if ids.I64 != nil {
+		err = remoteLookup(ctx, s.remote, &s.reqs64, tables, ids.I64, ids.T, ids.K, out, offsets)
+	} else {
+		err = remoteLookup(ctx, s.remote, &s.reqs32, tables, ids.I32, ids.T, ids.K, out, offsets)
+	}
+	if err != nil && errors.Is(err, remote.ErrNotInArena) {
+		err = fmt.Errorf("%w: %w", ErrUnregisteredOutput, err)
+	}
+	return err
+}
+
+func remoteLookup[I int32 | int64](ctx context.Context, c *remote.Client, pool *sync.Pool, tables []string, ids []I, t, k int, out Output, offsets []int64) error {
+	req := pool.Get().(*remote.Request[I])
+	*req = remote.Request[I]{Tables: tables, IDs: ids, T: t, K: k, Offsets: offsets,
+		Out: out.Buf, Off: out.Off, TStride: out.TStride, KStride: out.KStride}
+	err := remote.Lookup(ctx, c, req)
+	*req = remote.Request[I]{}
+	pool.Put(req)
+	return err
+}
+
+// Ping measures one control round trip to a remote store's owner (an
+// empty call): the latency floor of a remote lookup.
+func (s *Store) Ping(ctx context.Context) (time.Duration, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	if s.remote == nil {
+		return 0, fmt.Errorf("%w: Ping needs a remote store", ErrConfig)
+	}
+	return s.remote.Ping(ctx)
+}
+
+func (s *Store) newRemoteBuffer(n int) (*Buffer, error) {
+	o, err := s.remote.NewOutput(n)
+	if err != nil {
+		return nil, fmt.Errorf("engram: buffer of %d bytes: %w", n, err)
+	}
+	return &Buffer{b: o.Bytes(), release: func() { o.Release() }}, nil
+}
+
+// ServeConfig configures Store.Serve.
+type ServeConfig struct {
+	// Transport serves the segment (verbs/tcp across hosts). The server
+	// does not close it.
+	Transport verbs.Transport
+	// Addr is where to listen ("127.0.0.1:0" for tcp).
+	Addr string
+	// StagingBytes is the gather service's staging (default 64 MiB).
+	StagingBytes int64
+	// Listen tunes the segment.
+	Listen verbs.ListenOptions
+}
+
+// Server serves a local store's populated tables to remote stores.
+type Server struct {
+	s    *Store
+	srv  *remote.Server
+	once sync.Once
+	err  error
+}
+
+// Serve exports the store's populated tables, read-only, to remote stores
+// (Config.Remote) over cfg.Transport: requesters read rows and nothing
+// else; every request and gather command is checked against the tables'
+// registered memory. The tables stay mapped while the server runs: Remove
+// refuses a served table, and Close closes the server first.
+func (s *Store) Serve(cfg ServeConfig) (*Server, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.remote != nil {
+		return nil, fmt.Errorf("%w: a remote store cannot serve its owner's tables", ErrConfig)
+	}
+	var tables []remote.Table
+	for _, name := range s.names {
+		if t := s.tables[name]; t.rows != nil {
+			tables = append(tables, remote.Table{Name: name, NumRows: t.spec.NumRows, RowBytes: t.spec.RowBytes, Rows: t.rows})
+		}
+	}
+	if len(tables) == 0 {
+		return nil, fmt.Errorf("%w: no populated table to serve", ErrNotPopulated)
+	}
+	srv, err := remote.Serve(remote.ServerConfig{Transport: cfg.Transport, Addr: cfg.Addr, Namespace: s.ns,
+		Tables: tables, StagingBytes: cfg.StagingBytes, Listen: cfg.Listen})
+	if err != nil {
+		return nil, fmt.Errorf("engram: serve: %w", err)
+	}
+	sv := &Server{s: s, srv: srv}
+	s.servers = append(s.servers, sv)
+	return sv, nil
+}
+
+// Addr returns the address remote stores connect to.
+func (sv *Server) Addr() string { return sv.srv.Addr() }
+
+// Tables returns the names of the served tables.
+func (sv *Server) Tables() []string {
+	var out []string
+	for _, t := range sv.srv.Specs() {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// Close stops serving (closing the connections of remote stores). It is
+// idempotent.
+func (sv *Server) Close() error {
+	sv.s.mu.Lock()
+	defer sv.s.mu.Unlock()
+	return sv.closeLocked()
+}
+
+func (sv *Server) closeLocked() error {
+	sv.once.Do(func() {
+		sv.err = sv.srv.Close()
+		for i, x := range sv.s.servers {
+			if x == sv {
+				sv.s.servers = append(sv.s.servers[:i], sv.s.servers[i+1:]...)
+				break
+			}
+		}
+	})
+	return sv.err
+}
+
+// serving reports whether an open server exports the named table.
+func (s *Store) serving(name string) bool {
+	for _, sv := range s.servers {
+		for _, t := range sv.srv.Specs() {
+			if t.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,25 @@
+// Command engramctl manages Engram tables on disk: it declares tables,
+// populates them (from a raw file or generated rows), inspects, verifies
+// and looks rows up, and measures lookups.
+//
+// A namespace directory (DIR/NAMESPACE) holds one snapshot file per table
+// (package engram/snapshot) and, written by engramctl create, a manifest
+// (tables.json) declaring each table's rows and row size, so the other
+// subcommands know the specs without flags:
+//
+//	engramctl create   -dir D -ns N -table NAME:ROWS:ROWBYTES [-table ...]
+//	engramctl populate -dir D -ns N -table NAME (-from FILE | -gen SEED)
+//	engramctl inspect  -dir D -ns N
+//	engramctl verify   -dir D -ns N [-table NAME]
+//	engramctl lookup   -dir D -ns N -table NAME[,NAME...] -ids 1,2,-1,...
+//	engramctl bench    -dir D -ns N -table NAME [-t 4096] [-k 24] [-reps 20]
+//
+// populate is create-only: a table that already has rows is refused. -gen
+// SEED fills rows with a deterministic stream (package pattern), so lookup
+// output and verify can be checked against the seed. lookup prints each
+// output row as hex (-format hex, default) or a checksum per row
+// (-format crc). bench runs T x K random lookups with the table named in
+// every column and prints p50/p95 latency and goodput next to the
+// pack-only ceiling (the same rows gathered with the same workers and no
+// lookup layer) measured in the same run.
+package main
