@@ -94,9 +94,23 @@ func (m *Moving) ObservePack(bytes, spans int64, d time.Duration) error {
 	if !positiveFinite(ratio) {
 		return sampleErr("duration", d.String())
 	}
-	m.pack.observe(ratio, m.alpha)
+	// One sample moves the average at most as far as a ratio of twice (or
+	// half) the current one would (the calibrated baseline, 1, before the
+	// first): a single outlier (page faults of a cold table, a preempted
+	// packer) must not swing the model so far that it stops choosing the
+	// mode whose samples would correct it.
+	cur, ok := m.pack.load()
+	if !ok {
+		cur = 1
+	}
+	m.pack.observe(min(max(ratio, cur/MaxPackStep), cur*MaxPackStep), m.alpha)
 	return nil
 }
+
+// MaxPackStep bounds one sample: an ObservePack ratio, or a control,
+// chunk or RTT duration after the first, counts as at most MaxPackStep
+// times (or 1/MaxPackStep of) the current average.
+const MaxPackStep = 2
 
 // ObserveControl records one command's control latency: from sending it
 // to the owner starting to execute it.
@@ -113,7 +127,13 @@ func (m *Moving) observeDuration(e *ewma, d time.Duration) error {
 	if d <= 0 {
 		return sampleErr("duration", d.String())
 	}
-	e.observe(d.Seconds(), m.alpha)
+	x := d.Seconds()
+	if cur, ok := e.load(); ok {
+		// As for packing: one outlier moves the average at most as far as
+		// a sample of MaxPackStep times the current value would.
+		x = min(max(x, cur/MaxPackStep), cur*MaxPackStep)
+	}
+	e.observe(x, m.alpha)
 	return nil
 }
 

@@ -141,3 +141,27 @@ func TestMovingZeroAlloc(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+// TestMovingPackOutlier: one pack sample 100 times slower than the
+// calibration moves the ratio as a sample of MaxPackStep would, so the
+// model stays within reach of the samples that would correct it.
+func TestMovingPackOutlier(t *testing.T) {
+	m, err := NewMoving(Params{BMem: 10e9, RCopy: 10e6}, 0.2)
+	require.NoError(t, err)
+	// 264 KiB in 1000 spans predicts 27 us + 100 us; observe 100x that.
+	require.NoError(t, m.ObservePack(264<<10, 1000, 100*(27*time.Microsecond+100*time.Microsecond)))
+	s := m.Snapshot()
+	require.InDelta(t, MaxPackStep, s.PackRatio, 1e-9, "the first sample is clamped to MaxPackStep x the baseline")
+	for range 3 {
+		require.NoError(t, m.ObservePack(264<<10, 1000, 100*(27*time.Microsecond+100*time.Microsecond)))
+	}
+	s = m.Snapshot()
+	// Each later sample counts as at most twice the current average.
+	require.Less(t, s.PackRatio, 2*2*2*2.0)
+	require.Greater(t, s.PackRatio, 2.0)
+	// Fast samples bring it back down the same way.
+	for range 40 {
+		require.NoError(t, m.ObservePack(264<<10, 1000, 27*time.Microsecond+100*time.Microsecond))
+	}
+	require.InDelta(t, 1.0, m.Snapshot().PackRatio, 0.05)
+}

@@ -36,8 +36,15 @@ const (
 	// FlagSpanEvents asks the owner to report each completion span as it
 	// finishes rather than only the whole command.
 	FlagSpanEvents CommandFlags = 1 << 0
+	// FlagInlineReply allows the owner to return a READ's packed payload
+	// inside its reply (in stream order) instead of WRITEing it into the
+	// destination window, when the payload is at most the owner's inline
+	// limit. The requester then copies it into place. For latency-sized
+	// READs this saves the bulk WRITEs' acknowledgement round trip and
+	// the staging lease.
+	FlagInlineReply CommandFlags = 1 << 1
 
-	knownFlags = FlagSpanEvents
+	knownFlags = FlagSpanEvents | FlagInlineReply
 )
 
 // Window is a byte window of a registered region: Len bytes at offset Off of

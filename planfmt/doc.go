@@ -82,7 +82,8 @@
 //	|     72 |    8 | destination window length (= plan dest. extent)      |
 //	|     80 |    8 | chunk size C in bytes (>= 1)                         |
 //	|     88 |    4 | pipeline width P (>= 1)                              |
-//	|     92 |    4 | command flags: bit 0 = per-span completion events    |
+//	|     92 |    4 | command flags: bit 0 = per-span completion events,   |
+//	|        |      | bit 1 = inline reply allowed                         |
 //	|     96 |    1 | direction: 1 = READ, 2 = WRITE                       |
 //	|     97 |    7 | reserved, 0                                          |
 //	+--------+------+------------------------------------------------------+

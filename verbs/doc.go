@@ -163,6 +163,18 @@
 // destination runs while packing the next. When the call returns, the data
 // is in place and the reply carries the owner's stage times.
 //
+// Inline reply: a READ gather of at most EngineConfig.InlineMax payload
+// bytes (default 256 KiB; the whole plan, not a hybrid's part) sets
+// planfmt.FlagInlineReply, and an owner whose ServiceConfig.InlineMax
+// admits the payload packs it straight into its reply instead of staging
+// and WRITEing it; the engine copies the reply's stream into the
+// destination runs. A latency-sized gather then costs one round trip
+// (the command and its reply) instead of two (the bulk WRITEs are
+// acknowledged before the reply), and holds no staging. The destination
+// must still be exposed: the owner validates the command the same way.
+// For such an operation Trace.Inline is set and Trace.Window is the
+// owner's packing plus the engine's copy.
+//
 // Gather WRITE: the engine packs the fragments into its own staging
 // (EngineConfig.Staging, exposed on the Conn with AccessRemoteRead) in
 // waves of at most P*C bytes and calls [MethodGather] once per wave with a
@@ -214,7 +226,8 @@
 //
 // # Format
 //
-// The gather methods' messages are little-endian, unaligned, version 1.
+// The gather methods' messages are little-endian, unaligned, version 2
+// (version 2 added the inline reply).
 // A decoder rejects another version, a wrong magic, reserved bytes that
 // are not zero, lengths that disagree with the counts, non-finite or
 // non-positive rates, inconsistent staging bounds and negative durations
@@ -225,7 +238,7 @@
 //	| offset | size | field                                            |
 //	+--------+------+--------------------------------------------------+
 //	|      0 |    4 | magic "SKGI"                                     |
-//	|      4 |    1 | version: 1                                       |
+//	|      4 |    1 | version: 2                                       |
 //	|      5 |    1 | reserved, 0                                      |
 //	|      6 |    2 | E: exposures listed (at most 1024)               |
 //	|      8 |    8 | B_mem, float64 bits: bytes/s per pack worker     |
@@ -235,7 +248,8 @@
 //	|     40 |    8 | smallest chunk (the pool's smallest class)       |
 //	|     48 |    4 | most staging slots of one command                |
 //	|     52 |    4 | pack workers                                     |
-//	|     56 | 24*E | exposures: key (8), length (8), access (1),      |
+//	|     56 |    8 | inline reply limit, bytes (0: none; <= 8 MiB)    |
+//	|     64 | 24*E | exposures: key (8), length (8), access (1),      |
 //	|        |      | reserved (7, zero)                               |
 //	+--------+------+--------------------------------------------------+
 //
@@ -245,13 +259,15 @@
 // requester's staged wave as its source and the owner's export as its
 // destination, with FormRanges whose sources are offsets in the wave. The
 // command's chunk size is C, its pipeline width the staging slots P. The
-// reply (88 bytes) is the owner's stage record:
+// reply is the owner's stage record (88 bytes), followed, for an inline
+// reply, by the READ's packed payload (exactly the payload bytes field):
 //
 //	+--------+------+--------------------------------------------------+
 //	|      0 |    4 | magic "SKGR"                                     |
-//	|      4 |    1 | version: 1                                       |
+//	|      4 |    1 | version: 2                                       |
 //	|      5 |    1 | direction: 1 READ, 2 WRITE                       |
-//	|      6 |    2 | reserved, 0                                      |
+//	|      6 |    1 | flags: bit 0 = inline payload follows (READ)     |
+//	|      7 |    1 | reserved, 0                                      |
 //	|      8 |    8 | decode and validation, ns                        |
 //	|     16 |    8 | pack (READ) or scatter (WRITE) total, ns         |
 //	|     24 |    8 | window: first bulk post to last completion, ns   |

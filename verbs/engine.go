@@ -50,6 +50,13 @@ type EngineConfig struct {
 	TDecode, TDecodePerSpan time.Duration
 	TChunkFixed             time.Duration
 
+	// InlineMax is the largest READ gather payload, in bytes, for which
+	// the engine asks the owner for an inline reply (the payload inside
+	// the command's reply, one round trip; see "Inline reply" in the
+	// package doc). Default DefaultInlineMax; negative: never. At most
+	// MaxInlineReply.
+	InlineMax int64
+
 	// HybridThreshold is the largest span gathered by a forced
 	// ModeHybrid when the cost model's split gathers nothing (default
 	// 16 KiB).
@@ -105,6 +112,9 @@ func (c EngineConfig) withDefaults() (EngineConfig, error) {
 	if c.MinRunFragments == 0 {
 		c.MinRunFragments = 4
 	}
+	if c.InlineMax == 0 {
+		c.InlineMax = DefaultInlineMax
+	}
 	if c.PollBatch == 0 {
 		c.PollBatch = 1024
 	}
@@ -132,6 +142,8 @@ func (c EngineConfig) withDefaults() (EngineConfig, error) {
 		return c, bad("MinRunFragments/PollBatch/KeepStates", "", "out of range")
 	case c.CopyWorkers < 1 || c.CopyWorkers > 1<<10:
 		return c, bad("CopyWorkers", c.CopyWorkers, "out of range [1, 1024]")
+	case c.InlineMax > MaxInlineReply:
+		return c, bad("InlineMax", c.InlineMax, fmt.Sprintf("above MaxInlineReply (%d)", MaxInlineReply))
 	}
 	return c, nil
 }
@@ -367,6 +379,10 @@ type connState struct {
 	infoErr error // a permanent answer (ErrNotSupported, malformed)
 	info    OwnerInfo
 	moving  *costmodel.Moving
+	// gathers counts READ gathers that completed on this Conn: the first
+	// one warms both sides up (first touch of staging and buffers, cold
+	// handler goroutines) and is not fed to moving.
+	gathers atomic.Uint64
 
 	// postRate is a moving average of the request rate direct
 	// operations achieved on this Conn (requests per second of window,

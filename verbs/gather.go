@@ -9,6 +9,11 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/stage"
 )
 
+// minPackSample is the shortest owner packing time fed to the moving
+// model: below it the timer and the per-command fixed costs, not the
+// copy rate, decide the figure.
+const minPackSample = 50 * time.Microsecond
+
 // gatherPlan is the plan the gather part carries: the whole plan, or the
 // hybrid's sub-plan of small spans.
 func (op *Operation) gatherPlan() *planfmt.Plan {
@@ -33,6 +38,9 @@ func (op *Operation) prepareGather() {
 			Dst:   planfmt.Window{Key: uint64(op.sop.Local.Key()), Off: op.sop.LocalOff, Len: op.sop.Plan.DstExtent},
 			Chunk: uint64(op.chunk), Pipeline: uint32(op.slots),
 			Plan: *op.gatherPlan(),
+		}
+		if op.mode != ModeHybrid && op.inline {
+			op.cmd.Flags |= planfmt.FlagInlineReply
 		}
 		op.cmdBuf, err = planfmt.AppendCommand(op.cmdBuf[:0], &op.cmd)
 		op.cmd.Plan = planfmt.Plan{}
@@ -87,8 +95,9 @@ func classify(err error) Fallback {
 	return FallbackAborted
 }
 
-// call sends one command and decodes the owner's reply.
-func (op *Operation) call(cmd []byte, st *ownerStats) (time.Duration, error) {
+// call sends one command and decodes the owner's reply; for an inline
+// reply it returns the payload (in op.respBuf, valid until the next call).
+func (op *Operation) call(cmd []byte, st *ownerStats) (time.Duration, []byte, error) {
 	stage.Begin(op.id, stage.Control)
 	t := time.Now()
 	resp, err := op.cs.conn.Call(op.ctx, MethodGather, cmd, op.respBuf[:0])
@@ -98,19 +107,19 @@ func (op *Operation) call(cmd []byte, st *ownerStats) (time.Duration, error) {
 		op.respBuf = resp[:0]
 	}
 	if err != nil {
-		return d, fmt.Errorf("verbs: gather call: %w", err)
+		return d, nil, fmt.Errorf("verbs: gather call: %w", err)
 	}
 	if err := decodeReply(st, resp); err != nil {
-		return d, err
+		return d, nil, err
 	}
-	return d, nil
+	return d, resp[replySize:], nil
 }
 
 // gatherRead sends the READ command; the owner's bulk WRITEs have landed
 // when the call returns.
 func (op *Operation) gatherRead() (error, Fallback) {
 	var st ownerStats
-	d, err := op.call(op.cmdBuf, &st)
+	d, inline, err := op.call(op.cmdBuf, &st)
 	if err != nil {
 		return err, classify(err)
 	}
@@ -123,15 +132,34 @@ func (op *Operation) gatherRead() (error, Fallback) {
 		return &WireError{Message: "reply", Field: "payload",
 			Reason: fmt.Sprintf("%s of %d bytes for a READ of %d (%d ranges)", st.dir, st.payload, bytes, len(want.Ranges))}, FallbackAborted
 	}
+	if st.inline {
+		if op.mode == ModeHybrid {
+			return &WireError{Message: "reply", Field: "flags", Reason: "inline payload for a hybrid part, which did not ask for it"}, FallbackAborted
+		}
+		// The reply holds the packed stream: copy each destination run
+		// from it, as the owner's bulk WRITEs would have.
+		t := time.Now()
+		dst := op.sop.Local.Bytes()[op.sop.LocalOff:]
+		op.norm.ForEachRun(func(at, stream, n uint64) bool {
+			copy(dst[at:at+n], inline[stream:stream+n])
+			return true
+		})
+		st.window += time.Since(t)
+	}
 	op.mu.Lock()
 	op.addOwnerStats(&st, d)
 	op.mu.Unlock()
-	if m := op.cs.moving; m != nil {
-		ctl := d - st.handler
-		if ctl > 0 {
+	// Feed the moving model, except from a Conn's first gather (warm-up
+	// costs would skew it, and a skewed model that stops choosing gather
+	// never sees the sample that would correct it) and, for packing,
+	// except samples too short to time (fixed costs dominate them).
+	if m := op.cs.moving; m != nil && op.cs.gathers.Add(1) > 1 {
+		// An inline reply carries the payload: its round trip is not the
+		// control latency (the model prices the payload separately).
+		if ctl := d - st.handler; ctl > 0 && !st.inline {
 			_ = m.ObserveControl(ctl)
 		}
-		if w := int64(max(st.workers, 1)); st.pack > 0 {
+		if w := int64(max(st.workers, 1)); st.pack >= minPackSample {
 			spans := int64(op.geom.Fragments)
 			if op.mode == ModeHybrid {
 				spans = op.split.Gather.M
@@ -166,6 +194,7 @@ func (op *Operation) addOwnerStats(st *ownerStats, call time.Duration) {
 	t.Slots = int(st.slots)
 	t.PackWorkers = int(st.workers)
 	t.StagingPeak = max(t.StagingPeak, int64(st.peak))
+	t.Inline = t.Inline || st.inline
 	t.Waves++
 }
 
@@ -227,7 +256,7 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 		var st ownerStats
 		var d time.Duration
 		if err == nil {
-			d, err = op.call(op.cmdBuf, &st)
+			d, _, err = op.call(op.cmdBuf, &st)
 		}
 		// The owner has read the wave (or given up) when the call returns.
 		class := lease.Class()

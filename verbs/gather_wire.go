@@ -24,8 +24,8 @@ const (
 
 // Sizes and versions of the gather wire messages.
 const (
-	gatherWireVersion = 1
-	infoFixedSize     = 56
+	gatherWireVersion = 2
+	infoFixedSize     = 64
 	infoEntrySize     = 24
 	replySize         = 88
 	// maxInfoExposures bounds the exposures an info reply lists.
@@ -55,6 +55,10 @@ type OwnerInfo struct {
 	// MinChunk and MaxChunk bound the chunk size: the staging pool's
 	// smallest and largest size class.
 	MinChunk, MaxChunk int64
+	// InlineMax is the largest READ payload the owner returns inside its
+	// reply when the command allows it (ServiceConfig.InlineMax); zero
+	// means never.
+	InlineMax int64
 	// Exposed lists the regions the requester exposed on this connection
 	// (Peer.Remote on the owner). Names are not carried.
 	Exposed []RegionInfo
@@ -84,6 +88,7 @@ func appendInfo(dst []byte, o *OwnerInfo) []byte {
 	binary.LittleEndian.PutUint64(h[40:], uint64(o.MinChunk))
 	binary.LittleEndian.PutUint32(h[48:], uint32(o.MaxSlots))
 	binary.LittleEndian.PutUint32(h[52:], uint32(o.PackWorkers))
+	binary.LittleEndian.PutUint64(h[56:], uint64(max(o.InlineMax, 0)))
 	dst = append(dst, h[:]...)
 	for _, r := range o.Exposed[:n] {
 		var e [infoEntrySize]byte
@@ -124,7 +129,11 @@ func decodeInfo(o *OwnerInfo, b []byte) error {
 	v.MinChunk = int64(binary.LittleEndian.Uint64(b[40:]))
 	v.MaxSlots = int(binary.LittleEndian.Uint32(b[48:]))
 	v.PackWorkers = int(binary.LittleEndian.Uint32(b[52:]))
+	inline := binary.LittleEndian.Uint64(b[56:])
+	v.InlineMax = int64(inline)
 	switch {
+	case inline > MaxInlineReply:
+		return bad("inline", fmt.Sprintf("%d bytes, above MaxInlineReply", inline))
 	case !(v.BMem > 0) || math.IsInf(v.BMem, 0):
 		return bad("BMem", "not a positive finite rate")
 	case !(v.RCopy > 0) || math.IsInf(v.RCopy, 0):
@@ -163,7 +172,23 @@ type ownerStats struct {
 	chunks  uint32
 	slots   uint32 // staging slots used (pipeline width)
 	workers uint32 // pack workers used
+	// inline: the READ payload follows the record in the reply (see
+	// planfmt.FlagInlineReply).
+	inline bool
 }
+
+// replyInline is the reply flag bit saying the payload follows.
+const replyInline = 1
+
+// Inline replies (see "Inline reply" in the package doc).
+const (
+	// DefaultInlineMax is the default of EngineConfig.InlineMax and
+	// ServiceConfig.InlineMax: the largest READ payload carried inside
+	// the gather reply.
+	DefaultInlineMax = 256 << 10
+	// MaxInlineReply caps both: a reply is one control message.
+	MaxInlineReply = 8 << 20
+)
 
 // appendReply appends the encoding of s.
 func appendReply(dst []byte, s *ownerStats) []byte {
@@ -171,6 +196,9 @@ func appendReply(dst []byte, s *ownerStats) []byte {
 	copy(b[0:4], replyMagic[:])
 	b[4] = gatherWireVersion
 	b[5] = byte(s.dir)
+	if s.inline {
+		b[6] = replyInline
+	}
 	for i, d := range [...]time.Duration{s.decode, s.pack, s.window, s.handler, s.fill} {
 		binary.LittleEndian.PutUint64(b[8+8*i:], uint64(max(d, 0)))
 	}
@@ -183,13 +211,14 @@ func appendReply(dst []byte, s *ownerStats) []byte {
 	return append(dst, b[:]...)
 }
 
-// decodeReply decodes a gather reply.
+// decodeReply decodes a gather reply: its stage record and, for an
+// inline reply, the payload after it (exactly s.payload bytes).
 func decodeReply(s *ownerStats, b []byte) error {
 	bad := func(field, reason string) error {
 		return &WireError{Message: "reply", Field: field, Reason: reason}
 	}
-	if len(b) != replySize {
-		return bad("length", fmt.Sprintf("%d bytes, want %d", len(b), replySize))
+	if len(b) < replySize {
+		return bad("length", fmt.Sprintf("%d bytes, want at least %d", len(b), replySize))
 	}
 	if [4]byte(b[0:4]) != replyMagic {
 		return bad("magic", "not SKGR")
@@ -200,11 +229,15 @@ func decodeReply(s *ownerStats, b []byte) error {
 	if d := Op(b[5]); d != OpRead && d != OpWrite {
 		return bad("direction", fmt.Sprintf("%d", b[5]))
 	}
-	if b[6] != 0 || b[7] != 0 {
+	if b[6]&^replyInline != 0 || b[7] != 0 {
 		return bad("reserved", "not zero")
 	}
 	var v ownerStats
 	v.dir = Op(b[5])
+	v.inline = b[6]&replyInline != 0
+	if v.inline && v.dir != OpRead {
+		return bad("flags", "inline payload on a WRITE reply")
+	}
 	for i, d := range [...]*time.Duration{&v.decode, &v.pack, &v.window, &v.handler, &v.fill} {
 		x := binary.LittleEndian.Uint64(b[8+8*i:])
 		if x > math.MaxInt64 {
@@ -220,6 +253,12 @@ func decodeReply(s *ownerStats, b []byte) error {
 	v.workers = binary.LittleEndian.Uint32(b[80:])
 	if [4]byte(b[84:88]) != [4]byte{} {
 		return bad("reserved", "not zero")
+	}
+	switch {
+	case v.inline && uint64(len(b)-replySize) != v.payload:
+		return bad("length", fmt.Sprintf("%d bytes of inline payload, the record says %d", len(b)-replySize, v.payload))
+	case !v.inline && len(b) != replySize:
+		return bad("length", fmt.Sprintf("%d bytes, want %d", len(b), replySize))
 	}
 	*s = v
 	return nil

@@ -20,7 +20,7 @@ var updateWireSeeds = flag.Bool("gatherwire.update-seeds", false, "rewrite testd
 
 func sampleInfo() OwnerInfo {
 	return OwnerInfo{BMem: 9.5e9, RCopy: 12.25e6, PackWorkers: 2, MaxSlots: 8, StagingBudget: 32 << 20,
-		MinChunk: 64 << 10, MaxChunk: 16 << 20, Exposed: []RegionInfo{
+		MinChunk: 64 << 10, MaxChunk: 16 << 20, InlineMax: 256 << 10, Exposed: []RegionInfo{
 			{Key: 0x1122334455667788, Len: 1 << 20, Access: AccessLocal | AccessRemoteWrite},
 			{Key: 0x0102030405060708, Len: 4096, Access: AccessRemoteRead}}}
 }
@@ -51,6 +51,14 @@ func TestReplyRoundTrip(t *testing.T) {
 	var out ownerStats
 	require.NoError(t, decodeReply(&out, b))
 	require.Equal(t, in, out)
+
+	// An inline reply: the record, then exactly payload bytes.
+	in = ownerStats{dir: OpRead, inline: true, payload: 5, chunks: 1, chunk: 5, workers: 1}
+	b = append(appendReply(nil, &in), 1, 2, 3, 4, 5)
+	require.Equal(t, byte(replyInline), b[6])
+	out = ownerStats{}
+	require.NoError(t, decodeReply(&out, b))
+	require.Equal(t, in, out)
 }
 
 func TestWireRejects(t *testing.T) {
@@ -73,7 +81,8 @@ func TestWireRejects(t *testing.T) {
 	}{
 		{"info-short", false, good[:infoFixedSize-1], "length"},
 		{"info-magic", false, edit(good, func(b []byte) []byte { b[0] = 'X'; return b }), "magic"},
-		{"info-version", false, edit(good, func(b []byte) []byte { b[4] = 2; return b }), "version"},
+		{"info-version", false, edit(good, func(b []byte) []byte { b[4] = 1; return b }), "version"},
+		{"info-inline-too-large", false, edit(good, u64(56, MaxInlineReply+1)), "inline"},
 		{"info-reserved", false, edit(good, func(b []byte) []byte { b[5] = 1; return b }), "reserved"},
 		{"info-count-long", false, edit(good, func(b []byte) []byte { b[6] = 3; return b }), "count"},
 		{"info-trailing", false, append(bytes.Clone(good), 0), "count"},
@@ -91,6 +100,10 @@ func TestWireRejects(t *testing.T) {
 		{"reply-reserved", true, edit(goodReply, func(b []byte) []byte { b[7] = 1; return b }), "reserved"},
 		{"reply-tail-reserved", true, edit(goodReply, func(b []byte) []byte { b[87] = 1; return b }), "reserved"},
 		{"reply-negative", true, edit(goodReply, u64(16, 1<<63)), "duration"},
+		{"reply-flags", true, edit(goodReply, func(b []byte) []byte { b[6] = 2; return b }), "reserved"},
+		{"reply-not-inline-longer", true, append(edit(goodReply, func(b []byte) []byte { return b }), 0), "length"},
+		{"reply-inline-short", true, edit(goodReply, func(b []byte) []byte { b[6] = replyInline; return b }), "length"},
+		{"reply-inline-write", true, edit(goodReply, func(b []byte) []byte { b[5], b[6] = byte(OpWrite), replyInline; return b }), "flags"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error

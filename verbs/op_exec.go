@@ -34,6 +34,7 @@ type Operation struct {
 	bucketModes  [64]costmodel.Mode // hybrid: mode of spans by log2 size
 	chunk        int64              // gather chunk size C
 	slots        int                // gather staging slots P
+	inline       bool               // a READ gather would be answered inline
 
 	// mapper is the Conn's Mapper when direct parts copy through its
 	// mapping (each part keeps the spans it copies: see directPart).
@@ -207,7 +208,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 // decide picks the mode (and for gather the chunk size and slots).
 func (op *Operation) decide() {
 	want := op.sop.Mode
-	op.chosen, op.mode = ModeDirect, ModeDirect
+	op.chosen, op.mode, op.inline = ModeDirect, ModeDirect, false
 	if op.geom.Bytes == 0 || want == ModeDirect {
 		return
 	}
@@ -235,10 +236,16 @@ func (op *Operation) decide() {
 	default:
 		op.dec = costmodel.Decide(p, g)
 		cand = op.dec.Gather
+		op.inline = op.sop.Dir == OpRead && int64(op.geom.Bytes) <= min(op.e.cfg.InlineMax, info.InlineMax)
+		runsOK := op.geom.Runs*uint64(op.e.cfg.MinRunFragments) <= op.geom.Fragments
 		switch {
 		case want == ModeGather || want == ModeHybrid:
 			op.mode = ModeGather
-		case op.dec.Mode == costmodel.ModeGather && op.geom.Runs*uint64(op.e.cfg.MinRunFragments) <= op.geom.Fragments:
+		case op.dec.Mode == costmodel.ModeGather && runsOK:
+			op.mode = ModeGather
+		case op.inline && runsOK && float64(inlineTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
+			// The model's T_gather counts a bulk round trip an inline
+			// reply does not pay: price the inline path on its own.
 			op.mode = ModeGather
 		}
 	}
@@ -251,6 +258,17 @@ func (op *Operation) decide() {
 	if !op.shape(info, cand) {
 		op.noGather(FallbackUnsupported, nil)
 	}
+}
+
+// inlineTime predicts a READ gather answered inline: the gather front
+// (plan, command, decode), the owner packing with one worker, and the
+// payload crossing the link once in the reply.
+func inlineTime(p costmodel.Params, g costmodel.Geometry) time.Duration {
+	t := costmodel.TFront(p, g) + costmodel.TPack(p, g, 1)
+	if p.BNet > 0 {
+		t += time.Duration(float64(g.S) / p.BNet * 1e9)
+	}
+	return t
 }
 
 // noGather records that gather cannot run and settles on direct.

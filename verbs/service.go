@@ -48,6 +48,10 @@ type ServiceConfig struct {
 	// split among them (default 512 KiB).
 	PackWorkers int
 	ParallelMin int
+	// InlineMax is the largest READ payload, in bytes, returned inside the
+	// reply when the command allows it (planfmt.FlagInlineReply) instead
+	// of being staged and WRITEn (default 256 KiB; negative: never).
+	InlineMax int64
 	// Limits bound what a command may carry (planfmt's defaults for zero
 	// fields).
 	Limits planfmt.Limits
@@ -75,11 +79,13 @@ type GatherService struct {
 	running sync.WaitGroup
 	free    []*cmdState
 
-	stats serviceCounters
+	stats     serviceCounters
+	inlineMax int64 // ServiceConfig.InlineMax resolved (-1: never)
 }
 
 type serviceCounters struct {
 	infos, reads, writes        paddedCounter
+	inline                      paddedCounter
 	refused, exhausted, aborted paddedCounter
 	bytes, chunks               paddedCounter
 }
@@ -88,8 +94,9 @@ type serviceCounters struct {
 type ServiceStats struct {
 	// Infos counts capability requests answered.
 	Infos uint64
-	// Reads and Writes count commands completed.
-	Reads, Writes uint64
+	// Reads and Writes count commands completed; Inline the READs among
+	// them answered with an inline reply.
+	Reads, Writes, Inline uint64
 	// Refused, Exhausted and Aborted count failed commands by code.
 	Refused, Exhausted, Aborted uint64
 	// Bytes and Chunks are the payload and chunks of completed commands.
@@ -130,6 +137,9 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 	if cfg.CalibrationBudget == 0 {
 		cfg.CalibrationBudget = 50 * time.Millisecond
 	}
+	if cfg.InlineMax == 0 {
+		cfg.InlineMax = DefaultInlineMax
+	}
 	lim := cfg.Limits
 	switch {
 	case cfg.AcquireTimeout < 0:
@@ -145,7 +155,8 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 	case lim.MaxChunkBytes != 0 && uint64(cfg.MaxChunk) > lim.MaxChunkBytes:
 		return nil, bad("MaxChunk", "above Limits.MaxChunkBytes")
 	}
-	s := &GatherService{cfg: cfg, seg: cfg.Segment, exports: make(map[Key]*Region, len(cfg.Exports))}
+	s := &GatherService{cfg: cfg, seg: cfg.Segment, exports: make(map[Key]*Region, len(cfg.Exports)),
+		inlineMax: min(cfg.InlineMax, MaxInlineReply)}
 	served := cfg.Segment.Regions()
 	for i, x := range cfg.Exports {
 		if x.Region == nil {
@@ -173,7 +184,8 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 		return nil, bad("Calibration", "BMem and RCopy must be positive")
 	}
 	s.info = OwnerInfo{BMem: cal.BMem, RCopy: cal.RCopy, PackWorkers: cfg.PackWorkers, MaxSlots: cfg.MaxSlots,
-		StagingBudget: cfg.CommandBudget, MinChunk: int64(ps.MinSlot), MaxChunk: cfg.MaxChunk}
+		StagingBudget: cfg.CommandBudget, MinChunk: int64(ps.MinSlot), MaxChunk: cfg.MaxChunk,
+		InlineMax: max(s.inlineMax, 0)}
 	if cfg.PackWorkers > 1 {
 		s.workers = pack.NewWorkers(cfg.PackWorkers)
 	}
@@ -188,7 +200,7 @@ func (s *GatherService) Info() OwnerInfo { return s.info }
 // Stats returns the service's counters.
 func (s *GatherService) Stats() ServiceStats {
 	c := &s.stats
-	return ServiceStats{Infos: c.infos.Load(), Reads: c.reads.Load(), Writes: c.writes.Load(),
+	return ServiceStats{Infos: c.infos.Load(), Reads: c.reads.Load(), Writes: c.writes.Load(), Inline: c.inline.Load(),
 		Refused: c.refused.Load(), Exhausted: c.exhausted.Load(), Aborted: c.aborted.Load(),
 		Bytes: c.bytes.Load(), Chunks: c.chunks.Load()}
 }
@@ -399,6 +411,19 @@ func (s *GatherService) serveGather(ctx context.Context, p Peer, req, resp []byt
 	}
 	out := ownerStats{decode: time.Since(t0), payload: st.norm.Geometry().Bytes,
 		chunk: uint64(c.chunk), workers: 1}
+	if st.cmd.Dir == planfmt.Read && st.cmd.Flags&planfmt.FlagInlineReply != 0 && out.payload > 0 &&
+		int64(out.payload) <= s.inlineMax {
+		out.dir, out.inline = OpRead, true
+		resp = s.packInline(st, &c, &out, resp)
+		s.stats.reads.Add(1)
+		s.stats.inline.Add(1)
+		s.stats.bytes.Add(out.payload)
+		s.stats.chunks.Add(1)
+		out.handler = time.Since(t0)
+		// The record goes in front of the payload packed behind it.
+		appendReply(resp[:0], &out)
+		return resp, nil
+	}
 	if st.cmd.Dir == planfmt.Read {
 		out.dir = OpRead
 		err = s.runRead(ctx, p, st, &c, &out)

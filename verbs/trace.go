@@ -62,6 +62,10 @@ type Trace struct {
 	// Waves is the number of gather commands sent (WRITE sends one per
 	// wave of at most P*C bytes; READ one).
 	Waves int
+	// Inline reports a READ gather answered with an inline reply (the
+	// payload inside the reply; no staging, no bulk WRITEs). Its Window
+	// is the owner's packing plus the engine's copy into place.
+	Inline bool
 }
 
 // Goodput is the end-to-end useful throughput: payload bytes per second

@@ -141,7 +141,10 @@ type Peer interface {
 type Handler interface {
 	// ServeCall handles req (valid only during the call) and returns the
 	// response. resp is an empty buffer the handler may append to and
-	// return. ctx ends when the connection or segment closes. A returned
+	// return. The returned response belongs to the transport once
+	// ServeCall returns (it is copied out and, when the handler grew resp,
+	// kept as a later call's resp): never return memory the handler goes
+	// on using. ctx ends when the connection or segment closes. A returned
 	// error is sent to the caller as a [*CallError] with its text.
 	ServeCall(ctx context.Context, p Peer, req, resp []byte) ([]byte, error)
 }

@@ -161,8 +161,10 @@ func (s *session) serveCall(j *callJob) {
 	s.releasePeer(p)
 	r, payload := calls.Reply(j.Method, j.ID, resp, err)
 	_ = s.write(&r, payload)
-	// resp was copied; the handler's growth of j.Resp, if any, is dropped
-	// (resp may be the handler's own memory).
+	// resp was copied. A response the handler grew by appending to j.Resp
+	// is kept for the job's next call (the Handler contract allows it), so
+	// handlers with large replies allocate only while their replies grow.
+	calls.KeepResp(j, resp, err)
 }
 
 // peerState is the owner-side reuse state of a session.

@@ -259,12 +259,16 @@ func Goals(passes []PassResult) []Goal {
 			out = append(out, ratioGoal("local", "engram-cpu: lookup goodput / pack-only (same workers)",
 				ratio(val(get("engram-cpu", "cpu"), goodput), ec.ceiling(CeilingPack)), 0.9, true))
 		}
-		if er := byName["engram-remote"]; er != nil {
+		for _, name := range Groups["engram-remote"] {
+			er := byName[name]
+			if er == nil {
+				continue
+			}
 			// p50(remote) - p50(local) <= 2 rtt + 0.2 p50(local), as a
 			// ratio of the two sides (<= 1).
-			a := val(get("engram-remote", "adaptive"), func(l *Line) float64 { return l.P50Ms })
+			a := val(get(name, "adaptive"), func(l *Line) float64 { return l.P50Ms })
 			rtt, local := er.ceiling(CeilingRTT), er.ceiling(CeilingLocal)
-			out = append(out, ratioGoal(t, "engram-remote: (p50 - local p50) / (2 rtt + 0.2 local p50)",
+			out = append(out, ratioGoal(t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
 				ratio(a-local, 2*rtt+0.2*local), 1, false))
 		}
 		for i := range p.Workloads {

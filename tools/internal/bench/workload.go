@@ -76,12 +76,22 @@ var Named = []Workload{
 		Doc: "one random 264 B row: the latency of a minimal operation"},
 	{Name: "engram-cpu", Dir: verbs.OpRead, Small: Frags{264, 4096 * 24}, Src: Random, Dst: Contiguous, Engram: EngramCPU, Tokens: 4096,
 		Doc: "local Engram lookup, T=4096 K=24 R=264 from a snapshot of -table-bytes (ceiling: pack-only of the same ids, same workers)"},
-	{Name: "engram-remote", Dir: verbs.OpRead, Small: Frags{264, 16 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 16,
-		Doc: "remote Engram lookups, T=16 K=24 R=264, from an owner in this process over the pass's transport (ceilings: rtt, local lookup of the same ids)"},
+	{Name: "engram-remote-t1", Dir: verbs.OpRead, Small: Frags{264, 1 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 1,
+		Doc: "remote Engram lookup, T=1 K=24 R=264, from an owner in this process over the pass's transport (ceilings: rtt, local lookup of the same ids)"},
+	{Name: "engram-remote-t4", Dir: verbs.OpRead, Small: Frags{264, 4 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 4,
+		Doc: "remote Engram lookup, T=4 K=24 R=264 (as engram-remote-t1)"},
+	{Name: "engram-remote-t16", Dir: verbs.OpRead, Small: Frags{264, 16 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 16,
+		Doc: "remote Engram lookup, T=16 K=24 R=264 (as engram-remote-t1)"},
+}
+
+// Groups are workload names that stand for several named workloads.
+var Groups = map[string][]string{
+	"engram-remote": {"engram-remote-t1", "engram-remote-t4", "engram-remote-t16"},
 }
 
 // DefaultWorkloads run when -workloads is not given.
-var DefaultWorkloads = []string{"many-small", "few-large", "mixed", "single-read", "engram-cpu", "engram-remote"}
+var DefaultWorkloads = []string{"many-small", "few-large", "mixed", "single-read", "engram-cpu",
+	"engram-remote-t1", "engram-remote-t4", "engram-remote-t16"}
 
 // Matrix geometry: the RFC's validation matrix, within MatrixCap bytes of
 // payload per workload.
@@ -175,9 +185,16 @@ func Expand(list string) ([]Workload, error) {
 				add(w)
 			}
 		default:
+			if g, ok := Groups[name]; ok {
+				for _, n := range g {
+					w, _ := Lookup(n)
+					add(w)
+				}
+				continue
+			}
 			w, ok := Lookup(name)
 			if !ok {
-				return nil, &FlagError{Flag: "-workloads", Value: name, Reason: "unknown workload; known: " + strings.Join(Names(), ", ") + ", all, matrix, default"}
+				return nil, &FlagError{Flag: "-workloads", Value: name, Reason: "unknown workload; known: " + strings.Join(Names(), ", ") + ", engram-remote, all, matrix, default"}
 			}
 			add(w)
 		}

@@ -40,6 +40,7 @@ func TestExpand(t *testing.T) {
 	}{
 		{"default", DefaultWorkloads},
 		{"single-read, many-small,single-read", []string{"single-read", "many-small"}},
+		{"engram-remote,engram-remote-t4", Groups["engram-remote"]},
 		{"all", Names()},
 		{"few-large,all", append([]string{"few-large"}, without(Names(), "few-large")...)},
 	} {

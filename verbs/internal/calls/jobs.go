@@ -13,6 +13,7 @@ const (
 	keepJobs = 16      // idle jobs kept
 	keepReq  = 4 << 20 // request buffers larger than this are not kept
 	respCap  = 4096    // response buffer of a new job
+	keepResp = 1 << 20 // response buffers larger than this are not kept
 )
 
 // Job is one CALL on its way through a handler on the owner, reused
@@ -68,6 +69,16 @@ func (p *Jobs[V]) Put(j *Job[V]) {
 		p.free = append(p.free, j)
 	}
 	p.mu.Unlock()
+}
+
+// KeepResp makes resp, which a handler returned for j (and which has been
+// copied out), j's response buffer for its next call when the handler
+// grew it (within keepResp bytes). verbs.Handler's contract says a
+// returned response is the transport's once the handler returns.
+func KeepResp[V any](j *Job[V], resp []byte, err error) {
+	if err == nil && cap(resp) > cap(j.Resp) && cap(resp) <= keepResp {
+		j.Resp = resp[:0]
+	}
 }
 
 // Reply returns the REPLY frame header and payload for a call whose
