@@ -1,0 +1,5 @@
+//go:build !race
+
+package engram
+
+const raceEnabled = false
