@@ -31,6 +31,9 @@ if ! cmp -s "$tmp/pack_gen.go" bufferpool/pack/pack_gen.go; then
 	exit 1
 fi
 
+step "CUDA build (the cuda-tagged binaries compile; they run only on a GPU machine)"
+bash scripts/gpu-build.sh
+
 step "go test work"
 go test work
 

@@ -1,0 +1,621 @@
+//go:build cuda
+
+package cudagather
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+#include <stddef.h>
+
+// One cgo call per launch: make the context current on this thread, then
+// launch with the packed parameter block (copied by the driver).
+static CUresult sk_launch(CUcontext ctx, CUfunction f, unsigned int grid, unsigned int block,
+                          CUstream s, void *args, size_t size) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	void *cfg[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+	return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, NULL, cfg);
+}
+
+static CUresult sk_register(CUcontext ctx, void *p, size_t n, CUdeviceptr *d) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_READ_ONLY | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuMemHostGetDevicePointer(d, p, 0);
+	if (r != CUDA_SUCCESS) cuMemHostUnregister(p);
+	return r;
+}
+
+static CUresult sk_unregister(CUcontext ctx, void *p) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuMemHostUnregister(p);
+}
+
+static CUresult sk_begin_capture(CUcontext ctx, CUstream s) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+static CUresult sk_end_capture(CUcontext ctx, CUstream s, CUgraph *g, CUgraphExec *e) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuStreamEndCapture(s, g);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuGraphInstantiateWithFlags(e, *g, 0);
+	if (r != CUDA_SUCCESS) cuGraphDestroy(*g);
+	return r;
+}
+
+static CUresult sk_graph_launch(CUcontext ctx, CUgraphExec e, CUstream s) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuGraphLaunch(e, s);
+}
+
+static CUresult sk_graph_destroy(CUcontext ctx, CUgraph g, CUgraphExec e) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	cuGraphExecDestroy(e);
+	return cuGraphDestroy(g);
+}
+
+static CUresult sk_sync(CUcontext ctx, CUstream s) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuStreamSynchronize(s);
+}
+
+static CUresult sk_memset_async(CUcontext ctx, CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuMemsetD8Async(p, v, n, s);
+}
+
+static CUresult sk_dtoh_async(CUcontext ctx, void *dst, CUdeviceptr src, size_t n, CUstream s) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuMemcpyDtoHAsync(dst, src, n, s);
+}
+
+static CUresult sk_occupancy(CUfunction f, int *blocks) {
+	return cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, 256, 0);
+}
+
+static const char *sk_errstr(CUresult r) {
+	const char *s = NULL;
+	if (cuGetErrorName(r, &s) != CUDA_SUCCESS || s == NULL) return "unknown";
+	return s;
+}
+*/
+import "C"
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+//go:embed kernels/gather.ptx
+var gatherPTX string
+
+// Supported reports whether this build has CUDA support (the `cuda`
+// tag). A device may still be missing at run time.
+const Supported = true
+
+// Context is a CUDA context (the device's primary context, shared with
+// the CUDA runtime and frameworks in the process) with the gather module
+// loaded. Its methods are safe for concurrent use.
+type Context struct {
+	dev    cu.Device
+	ctx    C.CUcontext
+	sms    int
+	fns    map[string]C.CUfunction // by full name (base, _c8/_c64, _checked)
+	occ    map[string]int          // resident 256-thread blocks per SM, by full name
+	status DevPtr                  // 8-byte status word
+
+	worker chan func() // the locked OS thread that owns the context's lifetime
+
+	mu     sync.Mutex
+	closed bool
+	tables int
+	graphs int
+	plans  []*plan // free launch parameter blocks
+	host   [8]byte // status read-back (Status serializes on mu)
+}
+
+// cstream reinterprets a Stream handle as the driver's CUstream.
+func cstream(s Stream) C.CUstream { return *(*C.CUstream)(unsafe.Pointer(&s)) }
+
+func driverErr(call string, r C.CUresult) error {
+	if r == C.CUDA_SUCCESS {
+		return nil
+	}
+	return &DriverError{Call: call, Code: int(r), Msg: C.GoString(C.sk_errstr(r))}
+}
+
+func cuErr(call string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &DriverError{Call: call, Code: -1, Msg: err.Error()}
+}
+
+// NewContext retains device ordinal's primary context, loads the gather
+// module and allocates the status word, on a dedicated locked OS thread
+// that also releases them at Close.
+func NewContext(ordinal int) (*Context, error) {
+	c := &Context{worker: make(chan func()), fns: map[string]C.CUfunction{}, occ: map[string]int{}}
+	errc := make(chan error, 1)
+	go c.run(ordinal, errc)
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// run is the context's thread: it sets the context up, then runs the
+// closures Close sends (the teardown) until the channel closes.
+func (c *Context) run(ordinal int, errc chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := c.setup(ordinal)
+	errc <- err
+	if err != nil {
+		return
+	}
+	for f := range c.worker {
+		f()
+	}
+}
+
+func (c *Context) setup(ordinal int) error {
+	dev, err := cu.GetDevice(ordinal)
+	if err != nil {
+		return cuErr("cuDeviceGet", err)
+	}
+	c.dev = dev
+	if c.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
+		return cuErr("cuDeviceGetAttribute", err)
+	}
+	pctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		return cuErr("cuDevicePrimaryCtxRetain", err)
+	}
+	if err := cu.SetCurrentContext(pctx); err != nil {
+		_ = dev.ReleasePrimaryCtx()
+		return cuErr("cuCtxSetCurrent", err)
+	}
+	c.ctx = *(*C.CUcontext)(unsafe.Pointer(&pctx))
+	ptx := gatherPTX
+	if path := os.Getenv("CUDAGATHER_PTX"); path != "" {
+		// Development override: a freshly generated module, before it is
+		// committed and embedded.
+		b, err := os.ReadFile(path)
+		if err != nil {
+			_ = dev.ReleasePrimaryCtx()
+			return fmt.Errorf("cudagather: CUDAGATHER_PTX: %w", err)
+		}
+		ptx = string(b)
+	}
+	mod, err := cu.LoadData(ptx)
+	if err != nil {
+		_ = dev.ReleasePrimaryCtx()
+		return cuErr("cuModuleLoadData", err)
+	}
+	var names []string
+	for _, b := range kernelBases {
+		for _, c := range []string{"_c8", "_c64"} {
+			names = append(names, b+c, b+c+"_checked")
+		}
+	}
+	names = append(names, "sk_validate_c8", "sk_validate_c64")
+	for _, n := range names {
+		f, err := mod.Function(n)
+		if err != nil {
+			_ = dev.ReleasePrimaryCtx()
+			return cuErr("cuModuleGetFunction "+n, err)
+		}
+		cf := *(*C.CUfunction)(unsafe.Pointer(&f))
+		var blocks C.int
+		if r := C.sk_occupancy(cf, &blocks); r != C.CUDA_SUCCESS {
+			_ = dev.ReleasePrimaryCtx()
+			return driverErr("cuOccupancyMaxActiveBlocksPerMultiprocessor", r)
+		}
+		c.fns[n], c.occ[n] = cf, max(int(blocks), 1)
+	}
+	st, err := cu.MemAlloc(8)
+	if err != nil {
+		_ = dev.ReleasePrimaryCtx()
+		return cuErr("cuMemAlloc", err)
+	}
+	if err := cu.MemsetD8(st, 0, 8); err != nil {
+		_ = cu.MemFree(st)
+		_ = dev.ReleasePrimaryCtx()
+		return cuErr("cuMemsetD8", err)
+	}
+	c.status = DevPtr(st)
+	return nil
+}
+
+// onThread runs f on the context's own thread.
+func (c *Context) onThread(f func() error) error {
+	done := make(chan error, 1)
+	c.worker <- func() { done <- f() }
+	return <-done
+}
+
+// Warmup does what must happen before a lookup is captured into a graph:
+// the module is loaded and the status word allocated by NewContext; Warmup
+// also launches one empty lookup on s and synchronizes, so the driver has
+// finished any lazy loading of the kernels.
+func (c *Context) Warmup(s Stream) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	for name, f := range c.fns {
+		var args [argsSize]byte // T = K = 0: the kernel returns at once
+		// (the _checked kernels read the status word first: it must be real)
+		binary.LittleEndian.PutUint64(args[16:], uint64(c.status))
+		size := paramSize(MaxColumns)
+		if strings.Contains(name, "_c8") {
+			size = paramSize(1)
+		}
+		if r := C.sk_launch(c.ctx, f, 1, 32, cstream(s), unsafe.Pointer(&args[0]), C.size_t(size)); r != C.CUDA_SUCCESS {
+			return driverErr("cuLaunchKernel "+name, r)
+		}
+	}
+	return c.Sync(s)
+}
+
+// Close releases the context (the primary context is released, not
+// destroyed: other users keep it). It fails with ErrBusy while tables or
+// graphs of the context are open. It is idempotent.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if c.tables > 0 || c.graphs > 0 {
+		return fmt.Errorf("%w: %d tables, %d graphs", ErrBusy, c.tables, c.graphs)
+	}
+	c.closed = true
+	err := c.onThread(func() error {
+		e1 := cuErr("cuMemFree", cu.MemFree(cu.DevicePtr(c.status)))
+		e2 := cuErr("cuDevicePrimaryCtxRelease", c.dev.ReleasePrimaryCtx())
+		if e1 != nil {
+			return e1
+		}
+		return e2
+	})
+	close(c.worker)
+	return err
+}
+
+func (c *Context) enter() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Alloc returns n bytes of device memory.
+func (c *Context) Alloc(n int64) (DevPtr, error) {
+	if n <= 0 {
+		return 0, &ArgError{Field: "n", Reason: fmt.Sprintf("%d bytes", n)}
+	}
+	if err := c.enter(); err != nil {
+		return 0, err
+	}
+	var p cu.DevicePtr
+	err := c.current(func() error {
+		var err error
+		p, err = cu.MemAlloc(n)
+		return cuErr("cuMemAlloc", err)
+	})
+	return DevPtr(p), err
+}
+
+// Free frees device memory from Alloc. Pending work must not use it.
+func (c *Context) Free(p DevPtr) error {
+	return c.current(func() error { return cuErr("cuMemFree", cu.MemFree(cu.DevicePtr(p))) })
+}
+
+// CopyIn copies src to device memory at dst (synchronous).
+func (c *Context) CopyIn(dst DevPtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return c.current(func() error {
+		return cuErr("cuMemcpyHtoD", cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src))))
+	})
+}
+
+// CopyOut copies device memory at src into dst (synchronous).
+func (c *Context) CopyOut(dst []byte, src DevPtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return c.current(func() error {
+		return cuErr("cuMemcpyDtoH", cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst))))
+	})
+}
+
+// CopyDevice copies n bytes of device memory from src to dst, in order
+// on s.
+func (c *Context) CopyDevice(dst, src DevPtr, n int64, s Stream) error {
+	cs := *(*cu.Stream)(unsafe.Pointer(&s))
+	return c.current(func() error {
+		return cuErr("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), n, cs))
+	})
+}
+
+// Memset fills n bytes at p with v, in order on s.
+func (c *Context) Memset(p DevPtr, v byte, n int64, s Stream) error {
+	return driverErr("cuMemsetD8Async", C.sk_memset_async(c.ctx, C.CUdeviceptr(p), C.uchar(v), C.size_t(n), cstream(s)))
+}
+
+// current runs f with the context current on a locked thread.
+func (c *Context) current(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if r := C.cuCtxSetCurrent(c.ctx); r != C.CUDA_SUCCESS {
+		return driverErr("cuCtxSetCurrent", r)
+	}
+	return f()
+}
+
+// NewStream creates a non-blocking stream of the context.
+func (c *Context) NewStream() (Stream, error) {
+	if err := c.enter(); err != nil {
+		return 0, err
+	}
+	var s cu.Stream
+	err := c.current(func() error {
+		var err error
+		s, err = cu.MakeStream(cu.NonBlocking)
+		return cuErr("cuStreamCreate", err)
+	})
+	return *(*Stream)(unsafe.Pointer(&s)), err
+}
+
+// DestroyStream destroys a stream from NewStream.
+func (c *Context) DestroyStream(s Stream) error {
+	cs := *(*cu.Stream)(unsafe.Pointer(&s))
+	return c.current(func() error { return cuErr("cuStreamDestroy", cs.Destroy()) })
+}
+
+// Sync waits until s has done all its work.
+func (c *Context) Sync(s Stream) error {
+	return driverErr("cuStreamSynchronize", C.sk_sync(c.ctx, cstream(s)))
+}
+
+// RegisterHost registers rows (numRows x rowBytes bytes of host memory
+// that stays valid and unchanged until the table is closed, e.g. an mmap'd
+// snapshot, MAP_SHARED and read-only) with the driver, pinned in full and
+// mapped into the device's address space read-only: lookups read it over
+// PCIe (zero-copy).
+func (c *Context) RegisterHost(rows []byte, numRows int64, rowBytes int) (*Table, error) {
+	if err := checkTable(rows, numRows, rowBytes); err != nil {
+		return nil, err
+	}
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	var d C.CUdeviceptr
+	if r := C.sk_register(c.ctx, unsafe.Pointer(&rows[0]), C.size_t(len(rows)), &d); r != C.CUDA_SUCCESS {
+		return nil, driverErr("cuMemHostRegister", r)
+	}
+	return c.addTable(&Table{c: c, ptr: DevPtr(d), rows: numRows, rowBytes: rowBytes, host: rows}), nil
+}
+
+// Upload copies rows into device memory as a device table.
+func (c *Context) Upload(rows []byte, numRows int64, rowBytes int) (*Table, error) {
+	if err := checkTable(rows, numRows, rowBytes); err != nil {
+		return nil, err
+	}
+	p, err := c.Alloc(int64(len(rows)))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CopyIn(p, rows); err != nil {
+		_ = c.Free(p)
+		return nil, err
+	}
+	return c.addTable(&Table{c: c, ptr: p, rows: numRows, rowBytes: rowBytes}), nil
+}
+
+func (c *Context) addTable(t *Table) *Table {
+	c.mu.Lock()
+	c.tables++
+	c.mu.Unlock()
+	return t
+}
+
+// Close unregisters (host) or frees (device) the table. Work that reads
+// it must have finished. It is idempotent.
+func (t *Table) Close() error {
+	if t.ptr == 0 {
+		return nil
+	}
+	var err error
+	if t.host != nil {
+		err = driverErr("cuMemHostUnregister", C.sk_unregister(t.c.ctx, unsafe.Pointer(&t.host[0])))
+	} else {
+		err = t.c.Free(t.ptr)
+	}
+	t.ptr, t.host = 0, nil
+	t.c.mu.Lock()
+	t.c.tables--
+	t.c.mu.Unlock()
+	return err
+}
+
+func (c *Context) getPlan() *plan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.plans); n > 0 {
+		p := c.plans[n-1]
+		c.plans = c.plans[:n-1]
+		return p
+	}
+	return new(plan)
+}
+
+func (c *Context) putPlan(p *plan) {
+	c.mu.Lock()
+	if len(c.plans) < 64 {
+		c.plans = append(c.plans, p)
+	}
+	c.mu.Unlock()
+}
+
+// Lookup checks r on the host and enqueues its kernel (two, for a strict
+// lookup) on s. It returns at once; the rows are in place when s reaches
+// that point. Bad ids are reported by Status.
+func (c *Context) Lookup(s Stream, r *Request) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	p := c.getPlan()
+	defer c.putPlan(p)
+	if err := r.check(p, c.status); err != nil {
+		return err
+	}
+	if p.n == 0 {
+		return nil
+	}
+	suffix := "_c64"
+	if paramCols(r.K) == 8 {
+		suffix = "_c8"
+	}
+	name := p.kernel.name + suffix
+	if r.Strict {
+		if err := c.launch("sk_validate"+suffix, p, (p.n+255)/256, s); err != nil {
+			return err
+		}
+		name += "_checked"
+	}
+	warps := (p.n + int64(p.kernel.perWarp) - 1) / int64(p.kernel.perWarp)
+	return c.launch(name, p, (warps+7)/8, s)
+}
+
+// launch launches kernel name with p's parameters: blocks of 256 threads,
+// at most as many as are resident at once (the kernels loop over their
+// rows), so no block waits for a second wave.
+func (c *Context) launch(name string, p *plan, blocks int64, s Stream) error {
+	f, ok := c.fns[name]
+	if !ok {
+		return &DriverError{Call: "kernel " + name, Code: -1, Msg: "not in the module"}
+	}
+	blocks = max(1, min(blocks, int64(c.sms)*int64(c.occ[name])))
+	r := C.sk_launch(c.ctx, f, C.uint(blocks), 256, cstream(s), unsafe.Pointer(&p.args[0]), C.size_t(p.size))
+	return driverErr("cuLaunchKernel "+name, r)
+}
+
+// Status synchronizes s, then returns the first bad id any lookup since
+// the last Status met (an *IDError), or nil, and clears the record. The
+// status word is the context's: with lookups on several streams,
+// synchronize them all first.
+func (c *Context) Status(s Stream, k int) error {
+	if err := c.Sync(s); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if r := C.sk_dtoh_async(c.ctx, unsafe.Pointer(&c.host[0]), C.CUdeviceptr(c.status), 8, cstream(s)); r != C.CUDA_SUCCESS {
+		return driverErr("cuMemcpyDtoHAsync", r)
+	}
+	if err := c.Sync(s); err != nil {
+		return err
+	}
+	v := *(*uint64)(unsafe.Pointer(&c.host[0]))
+	if v == 0 {
+		return nil
+	}
+	if err := c.Memset(c.status, 0, 8, s); err != nil {
+		return err
+	}
+	if err := c.Sync(s); err != nil {
+		return err
+	}
+	i := statusIndex(v)
+	if k < 1 {
+		k = 1
+	}
+	return &IDError{T: int(i / int64(k)), K: int(i % int64(k))}
+}
+
+// Graph is an instantiated CUDA graph captured from a stream.
+type Graph struct {
+	c    *Context
+	g    C.CUgraph
+	exec C.CUgraphExec
+}
+
+// Capture records what f enqueues on s (lookups, memsets) into a graph
+// instead of running it. Call Warmup first. f must only enqueue work on s.
+func (c *Context) Capture(s Stream, f func() error) (*Graph, error) {
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	cs := cstream(s)
+	if r := C.sk_begin_capture(c.ctx, cs); r != C.CUDA_SUCCESS {
+		return nil, driverErr("cuStreamBeginCapture", r)
+	}
+	ferr := f()
+	g := &Graph{c: c}
+	r := C.sk_end_capture(c.ctx, cs, &g.g, &g.exec)
+	if ferr != nil {
+		if r == C.CUDA_SUCCESS {
+			_ = C.sk_graph_destroy(c.ctx, g.g, g.exec)
+		}
+		return nil, ferr
+	}
+	if r != C.CUDA_SUCCESS {
+		return nil, driverErr("cuStreamEndCapture/cuGraphInstantiate", r)
+	}
+	c.mu.Lock()
+	c.graphs++
+	c.mu.Unlock()
+	return g, nil
+}
+
+// Launch replays the graph on s.
+func (g *Graph) Launch(s Stream) error {
+	if g.exec == nil {
+		return ErrClosed
+	}
+	return driverErr("cuGraphLaunch", C.sk_graph_launch(g.c.ctx, g.exec, cstream(s)))
+}
+
+// Close destroys the graph; no replay of it may be pending. Idempotent.
+func (g *Graph) Close() error {
+	if g.exec == nil {
+		return nil
+	}
+	err := driverErr("cuGraphDestroy", C.sk_graph_destroy(g.c.ctx, g.g, g.exec))
+	g.exec, g.g = nil, nil
+	g.c.mu.Lock()
+	g.c.graphs--
+	g.c.mu.Unlock()
+	return err
+}

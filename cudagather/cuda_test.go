@@ -1,0 +1,494 @@
+//go:build cuda
+
+package cudagather
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var testCtx *Context
+
+// TestMain opens device 0 once. Without a usable device the tests skip,
+// unless REQUIRE_CUDA=1, where that is a failure.
+func TestMain(m *testing.M) {
+	c, err := NewContext(0)
+	if err != nil {
+		if os.Getenv("REQUIRE_CUDA") == "1" {
+			fmt.Fprintf(os.Stderr, "REQUIRE_CUDA=1 but no CUDA device: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "no CUDA device (%v): skipping the CUDA tests\n", err)
+		os.Exit(0)
+	}
+	if err := c.Warmup(0); err != nil {
+		fmt.Fprintf(os.Stderr, "warmup: %v\n", err)
+		os.Exit(1)
+	}
+	testCtx = c
+	code := m.Run()
+	if err := c.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "close: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func newRand(tb testing.TB) *rand.Rand {
+	seed := rand.Uint64()
+	tb.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, 0xc0da))
+}
+
+func randBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32() | 1)
+	}
+	return b
+}
+
+// mapRows returns n bytes of anonymous shared memory (as an mmap'd
+// snapshot would be), filled with random bytes.
+func mapRows(tb testing.TB, r *rand.Rand, n int) []byte {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = unix.Munmap(b) })
+	for i := 0; i+8 <= n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64()|0x0101010101010101)
+	}
+	copy(b[n&^7:], randBytes(r, n&7))
+	return b
+}
+
+// ref is the CPU lookup the kernels must match.
+func ref(out []byte, tables [][]byte, rb int, ids []int64, t, k int, off, ts, ks int64, offsets []int64) {
+	for ti := range t {
+		for ki := range k {
+			id := ids[ti*k+ki]
+			if id == -1 {
+				continue
+			}
+			if offsets != nil {
+				id -= offsets[ki]
+			}
+			o := off + int64(ti)*ts + int64(ki)*ks
+			copy(out[o:o+int64(rb)], tables[ki][id*int64(rb):])
+		}
+	}
+}
+
+func devBytes(t testing.TB, b []byte) DevPtr {
+	p, err := testCtx.Alloc(int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testCtx.Free(p) })
+	if err := testCtx.CopyIn(p, b); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func idBytes(ids []int64, id64 bool) []byte {
+	if id64 {
+		b := make([]byte, 8*len(ids))
+		for i, v := range ids {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
+		}
+		return b
+	}
+	b := make([]byte, 4*len(ids))
+	for i, v := range ids {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(v)))
+	}
+	return b
+}
+
+func TestLookupMatchesCPU(t *testing.T) {
+	r := newRand(t)
+	s, err := testCtx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	for _, R := range []int{64, 128, 264, 300, 512, 1024, 4096} {
+		for _, host := range []bool{false, true} {
+			rows := int64(max(2000, (4<<20)/R))
+			a, b := mapRows(t, r, int(rows)*R), mapRows(t, r, int(rows)*R)
+			var ta, tb *Table
+			if host {
+				ta, err = testCtx.RegisterHost(a, rows, R)
+				if err == nil {
+					tb, err = testCtx.RegisterHost(b, rows, R)
+				}
+			} else {
+				ta, err = testCtx.Upload(a, rows, R)
+				if err == nil {
+					tb, err = testCtx.Upload(b, rows, R)
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id64 := range []bool{false, true} {
+				for _, layout := range []string{"token", "head", "padded"} {
+					name := fmt.Sprintf("R=%d/host=%v/id64=%v/%s", R, host, id64, layout)
+					const T, K = 37, 6
+					tabs := []*Table{ta, tb, ta, ta, tb, ta}
+					src := [][]byte{a, b, a, a, b, a}
+					offsets := []int64{0, 100, 0, 7, 0, 3}
+					ids := make([]int64, T*K)
+					for i := range ids {
+						ids[i] = offsets[i%K] + r.Int64N(rows)
+						if r.IntN(9) == 0 {
+							ids[i] = -1
+						}
+					}
+					req := &Request{Tables: tabs, IDs: devBytes(t, idBytes(ids, id64)), IDs64: id64, T: T, K: K, Offsets: offsets}
+					switch layout {
+					case "token":
+						req.TokenMajor(R)
+					case "head":
+						req.HeadMajor(R)
+					default:
+						req.TokenMajor(R)
+						req.TStride += 40
+						req.Off = 24
+					}
+					size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
+					poison := bytes.Repeat([]byte{0xA7}, int(size))
+					req.Out, req.OutBytes = devBytes(t, poison), size
+					if err := testCtx.Lookup(s, req); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if err := testCtx.Status(s, K); err != nil {
+						t.Fatalf("%s: status %v", name, err)
+					}
+					got := make([]byte, size)
+					if err := testCtx.CopyOut(got, req.Out); err != nil {
+						t.Fatal(err)
+					}
+					want := bytes.Clone(poison)
+					ref(want, src, R, ids, T, K, req.Off, req.TStride, req.KStride, offsets)
+					if !bytes.Equal(got, want) {
+						t.Fatalf("%s: output differs from the CPU lookup", name)
+					}
+				}
+			}
+			if err := ta.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestBadIDs(t *testing.T) {
+	r := newRand(t)
+	const R, rows, T, K = 264, 1000, 8, 3
+	tab, err := testCtx.Upload(mapRows(t, r, rows*R), rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	ids := make([]int64, T*K)
+	for i := range ids {
+		ids[i] = r.Int64N(rows)
+	}
+	ids[2*K+1] = rows // bad, first in token-major order
+	ids[5*K+0] = -5   // bad
+	for _, strict := range []bool{false, true} {
+		req := &Request{Tables: []*Table{tab, tab, tab}, IDs: devBytes(t, idBytes(ids, true)), IDs64: true, T: T, K: K, Strict: strict}
+		req.TokenMajor(R)
+		poison := bytes.Repeat([]byte{0x5C}, T*K*R)
+		req.Out, req.OutBytes = devBytes(t, poison), int64(len(poison))
+		if err := testCtx.Lookup(0, req); err != nil {
+			t.Fatal(err)
+		}
+		err := testCtx.Status(0, K)
+		var ie *IDError
+		if !errors.As(err, &ie) || ie.T != 2 || ie.K != 1 || !errors.Is(err, ErrBadID) {
+			t.Fatalf("strict=%v: status %v", strict, err)
+		}
+		if err := testCtx.Status(0, K); err != nil {
+			t.Fatalf("status not cleared: %v", err)
+		}
+		got := make([]byte, len(poison))
+		if err := testCtx.CopyOut(got, req.Out); err != nil {
+			t.Fatal(err)
+		}
+		for i := range T * K {
+			row := got[i*R : (i+1)*R]
+			bad := i == 2*K+1 || i == 5*K
+			if strict || bad {
+				if !bytes.Equal(row, poison[:R]) {
+					t.Fatalf("strict=%v: row %d written", strict, i)
+				}
+			} else if bytes.Equal(row, poison[:R]) {
+				t.Fatalf("row %d not written", i)
+			}
+		}
+	}
+}
+
+// TestGraphReplay: a lookup captured once replays on whatever ids the id
+// buffer holds, and a prior kernel on the same stream (a memset of the
+// ids to -1) is ordered before it.
+func TestGraphReplay(t *testing.T) {
+	r := newRand(t)
+	const R, rows, T, K = 264, 5000, 16, 8
+	src := mapRows(t, r, rows*R)
+	tab, err := testCtx.Upload(src, rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	s, err := testCtx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	idBuf := devBytes(t, make([]byte, 4*T*K))
+	out := devBytes(t, make([]byte, T*K*R))
+	tabs := slices.Repeat([]*Table{tab}, K)
+	req := &Request{Tables: tabs, IDs: idBuf, T: T, K: K, Out: out, OutBytes: T * K * R}
+	req.TokenMajor(R)
+	g, err := testCtx.Capture(s, func() error { return testCtx.Lookup(s, req) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := testCtx.Close(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Close with a graph and a table open: %v", err)
+	}
+	for round := range 5 {
+		ids := make([]int64, T*K)
+		for i := range ids {
+			ids[i] = r.Int64N(rows)
+		}
+		if err := testCtx.CopyIn(idBuf, idBytes(ids, false)); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Launch(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := testCtx.Sync(s); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, T*K*R)
+		if err := testCtx.CopyOut(got, out); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, T*K*R)
+		ref(want, slices.Repeat([][]byte{src}, K), R, ids, T, K, 0, K*R, R, nil)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("replay %d: wrong rows", round)
+		}
+	}
+	// Stream order: poison the output, set every id to -1 with a memset
+	// on s, then replay: the rows must stay poisoned.
+	if err := testCtx.Memset(out, 0x33, T*K*R, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := testCtx.Memset(idBuf, 0xFF, 4*T*K, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Launch(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := testCtx.Sync(s); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, T*K*R)
+	if err := testCtx.CopyOut(got, out); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, bytes.Repeat([]byte{0x33}, T*K*R)) {
+		t.Fatal("the replay did not see the ids the prior memset on its stream wrote")
+	}
+}
+
+func TestRejectsBeforeLaunch(t *testing.T) {
+	r := newRand(t)
+	tab, err := testCtx.Upload(randBytes(r, 64*10), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	req := &Request{Tables: []*Table{tab}, IDs: 0x1000, T: 4, K: 1, Out: 0x2000, OutBytes: 4*64 - 1}
+	req.TokenMajor(64)
+	if err := testCtx.Lookup(0, req); !errors.Is(err, ErrInvalid) {
+		t.Fatal(err)
+	}
+	if _, err := testCtx.Upload(make([]byte, 10), 3, 4); !errors.Is(err, ErrInvalid) {
+		t.Fatal(err)
+	}
+}
+
+// --- benchmarks: ratios to ceilings measured in the same run ---
+
+// jsonLine appends a JSON line (scatterbench schema) to $CUDAGATHER_JSON.
+func jsonLine(v map[string]any) {
+	path := os.Getenv("CUDAGATHER_JSON")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	b, _ := json.Marshal(v)
+	f.Write(append(b, '\n'))
+}
+
+// timePer runs f n times back to back on s and returns the wall time per
+// run after the stream drained (launches overlap execution, so for kernels
+// longer than a launch this is the GPU time).
+func timePer(tb testing.TB, s Stream, n int, f func() error) time.Duration {
+	for range 3 {
+		if err := f(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := testCtx.Sync(s); err != nil {
+		tb.Fatal(err)
+	}
+	var best []time.Duration
+	for range 5 {
+		start := time.Now()
+		for range n {
+			if err := f(); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := testCtx.Sync(s); err != nil {
+			tb.Fatal(err)
+		}
+		best = append(best, time.Since(start)/time.Duration(n))
+	}
+	slices.Sort(best)
+	return best[len(best)/2]
+}
+
+func BenchmarkGather(b *testing.B) {
+	r := newRand(b)
+	s, err := testCtx.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	// Ceilings: device-to-device copy (bytes read + written) and
+	// host-to-device copy from registered memory.
+	const cb = 1 << 30
+	d1, _ := testCtx.Alloc(cb)
+	d2, _ := testCtx.Alloc(cb)
+	defer testCtx.Free(d1)
+	defer testCtx.Free(d2)
+	d2d := timePer(b, s, 10, func() error { return testCtx.CopyDevice(d2, d1, cb, s) })
+	d2dGBs := 2 * float64(cb) / d2d.Seconds() / 1e9
+	hostSrc := mapRows(b, r, 1<<30)
+	ht, err := testCtx.RegisterHost(hostSrc, 1<<30, 1) // pinned, for the copy ceiling
+	if err != nil {
+		b.Fatal(err)
+	}
+	h2d := timePer(b, 0, 3, func() error { return testCtx.CopyIn(d1, hostSrc) })
+	h2dGBs := float64(len(hostSrc)) / h2d.Seconds() / 1e9
+	if err := ht.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("ceilings: d2d %.0f GB/s (read+write), h2d %.1f GB/s", d2dGBs, h2dGBs)
+	jsonLine(map[string]any{"workload": "ceiling/d2d-copy", "for": "cuda", "transport": "cuda", "goodput_gbps": d2dGBs * 8})
+	jsonLine(map[string]any{"workload": "ceiling/h2d-copy", "for": "cuda", "transport": "cuda", "goodput_gbps": h2dGBs * 8})
+
+	table := make([]byte, 2<<30)
+	for i := 0; i < len(table); i += 8 {
+		binary.LittleEndian.PutUint64(table[i:], r.Uint64()|0x0101010101010101)
+	}
+	for _, R := range []int{64, 128, 264, 512, 1024, 4096} {
+		rows := int64(len(table) / R)
+		dt, err := testCtx.Upload(table[:rows*int64(R)], rows, R)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hostRows := int64(len(hostSrc) / R)
+		hrt, err := testCtx.RegisterHost(hostSrc[:hostRows*int64(R)], hostRows, R)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{128, 98304, 1 << 20} {
+			if int64(n)*int64(R) > 1<<30 {
+				continue
+			}
+			T, K := n/8, 8
+			ids := make([]int64, n)
+			for i := range ids {
+				ids[i] = r.Int64N(rows)
+			}
+			idp := devBytes(b, idBytes(ids, true))
+			out, _ := testCtx.Alloc(int64(n * R))
+			req := &Request{Tables: slices.Repeat([]*Table{dt}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
+			req.TokenMajor(R)
+			reps := max(20, min(2000, (1<<28)/(n*R)))
+			per := timePer(b, s, reps, func() error { return testCtx.Lookup(s, req) })
+			gbs := 2 * float64(n*R) / per.Seconds() / 1e9
+			line := map[string]any{"workload": fmt.Sprintf("cuda-device/R=%d/N=%d", R, n), "transport": "cuda", "mode": "device",
+				"fragments": n, "payload_bytes": n * R, "p50_ms": per.Seconds() * 1e3, "goodput_gbps": gbs * 8, "ratio": gbs / d2dGBs}
+			b.Logf("device R=%d N=%d: %v per lookup, %.0f GB/s r+w, %.3f of d2d", R, n, per, gbs, gbs/d2dGBs)
+			if n == 128 {
+				g, err := testCtx.Capture(s, func() error { return testCtx.Lookup(s, req) })
+				if err != nil {
+					b.Fatal(err)
+				}
+				gper := timePer(b, s, reps, func() error { return g.Launch(s) })
+				g.Close()
+				line["graph_us"] = gper.Seconds() * 1e6
+				b.Logf("device R=%d N=128: graph replay %v per lookup", R, gper)
+			}
+			jsonLine(line)
+			if n <= 98304 {
+				hids := make([]int64, n)
+				for i := range hids {
+					hids[i] = r.Int64N(hostRows)
+				}
+				hidp := devBytes(b, idBytes(hids, true))
+				hreq := *req
+				hreq.Tables = slices.Repeat([]*Table{hrt}, K)
+				hreq.IDs = hidp
+				hper := timePer(b, s, max(5, reps/10), func() error { return testCtx.Lookup(s, &hreq) })
+				hgbs := float64(n*R) / hper.Seconds() / 1e9
+				hl := map[string]any{"workload": fmt.Sprintf("cuda-host/R=%d/N=%d", R, n), "transport": "cuda", "mode": "host",
+					"fragments": n, "payload_bytes": n * R, "p50_ms": hper.Seconds() * 1e3, "goodput_gbps": hgbs * 8, "ratio": hgbs / h2dGBs}
+				b.Logf("host R=%d N=%d: %v per lookup, %.1f GB/s, %.3f of h2d", R, n, hper, hgbs, hgbs/h2dGBs)
+				if n == 128 {
+					g, err := testCtx.Capture(s, func() error { return testCtx.Lookup(s, &hreq) })
+					if err != nil {
+						b.Fatal(err)
+					}
+					gper := timePer(b, s, reps, func() error { return g.Launch(s) })
+					g.Close()
+					hl["graph_us"] = gper.Seconds() * 1e6
+				}
+				jsonLine(hl)
+			}
+			testCtx.Free(out)
+		}
+		dt.Close()
+		hrt.Close()
+	}
+}

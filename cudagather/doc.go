@@ -1,0 +1,67 @@
+// Package cudagather gathers fixed-size byte rows into device memory on a
+// CUDA stream: the CUDA half of scatterkit's Engram lookups. Tables are
+// either host memory registered with the driver and mapped into the
+// device's address space (zero-copy: rows cross PCIe as the kernel reads
+// them; an mmap'd snapshot is registered read-only, pinned in full) or a
+// copy in device memory. A lookup reads [T,K] int32 or int64 ids from
+// device memory and writes [T,K] rows of R bytes into device memory at
+// any non-overlapping byte strides; id -1 leaves its output row untouched,
+// per-column offsets turn global ids into table rows, and every column
+// names its own table.
+//
+// # Build
+//
+// The package needs cgo, CUDA's driver API header (cuda.h) and libcuda,
+// behind the build tag `cuda`. Without the tag it builds anywhere and
+// every entry point returns ErrNotSupported; engram's default build never
+// links it. scripts/gpu-build.sh fetches the header and the stub libcuda
+// (Debian's nvidia-cuda-dev) and builds the tagged test binaries;
+// scripts/gpu-run.sh runs them on a GPU machine.
+//
+// # Streams and ordering
+//
+// Lookup enqueues one kernel on the caller's stream and returns at once:
+// the rows are in place when the stream reaches that point, and ordinary
+// stream order and events order it with the caller's other work on the
+// stream (a Stream is a raw CUstream handle, so a framework's stream can be
+// passed in). Nothing is allocated per lookup.
+//
+// # Graphs
+//
+// Context.Warmup loads the module and allocates the status word before any
+// capture. A lookup captured into a graph (Context.Capture) keeps its
+// arguments, the id and output addresses included: replaying the graph
+// gathers whatever ids the id buffer holds at replay time.
+//
+// # Bad ids
+//
+// Ids live in device memory, so they are checked on the device: an id that
+// is neither -1 nor a row of its column's table is never read and its
+// output row is left untouched; the context's status word records the
+// first such id (in token-major order). Context.Status synchronizes the
+// stream, returns an *IDError for it and clears it. With
+// Request.Strict, a validation pass runs first and the gather writes
+// nothing when any id is bad (one more launch). Shapes, strides, row sizes
+// and table sizes are checked on the host before anything is enqueued.
+//
+// # Threads and lifetimes
+//
+// The context is created, its module loaded and, at Close, destroyed on
+// one locked OS thread. Calls from other goroutines make the context
+// current on their own (locked) thread for the duration of the call, so a
+// lookup costs no goroutine hand-off. Tables, buffers and graphs must not
+// be closed while work that uses them is pending on a stream: synchronize
+// first. Close of a context with open tables or graphs returns ErrBusy and
+// closes nothing.
+//
+// # Kernels
+//
+// kernels/gather.cu holds the kernels; kernels/gather.ptx, generated from
+// it and committed, is embedded (regenerate on a machine with nvcc:
+// nvcc -arch=sm_90 -ptx -O3 -o kernels/gather.ptx kernels/gather.cu; the
+// environment variable CUDAGATHER_PTX names a PTX file to load instead, for
+// trying a kernel before it is committed). A
+// warp copies 32/G rows per step with G lanes per row in the widest word
+// (16, 8 or 4 bytes) every address and stride allows, several rows in
+// flight per lane before the first store.
+package cudagather

@@ -1,0 +1,77 @@
+//go:build !cuda
+
+package cudagather
+
+// Supported reports whether this build has CUDA support (the `cuda`
+// tag). It is false here: every entry point returns ErrNotSupported.
+const Supported = false
+
+// Context is a CUDA context; without the `cuda` tag none can be made.
+type Context struct{}
+
+// Graph is a captured CUDA graph; without the `cuda` tag none exists.
+type Graph struct{}
+
+// NewContext returns ErrNotSupported in a build without the `cuda` tag.
+func NewContext(ordinal int) (*Context, error) { return nil, ErrNotSupported }
+
+// Warmup returns ErrNotSupported.
+func (c *Context) Warmup(s Stream) error { return ErrNotSupported }
+
+// Close returns ErrNotSupported.
+func (c *Context) Close() error { return ErrNotSupported }
+
+// Alloc returns ErrNotSupported.
+func (c *Context) Alloc(n int64) (DevPtr, error) { return 0, ErrNotSupported }
+
+// Free returns ErrNotSupported.
+func (c *Context) Free(p DevPtr) error { return ErrNotSupported }
+
+// CopyIn returns ErrNotSupported.
+func (c *Context) CopyIn(dst DevPtr, src []byte) error { return ErrNotSupported }
+
+// CopyOut returns ErrNotSupported.
+func (c *Context) CopyOut(dst []byte, src DevPtr) error { return ErrNotSupported }
+
+// CopyDevice returns ErrNotSupported.
+func (c *Context) CopyDevice(dst, src DevPtr, n int64, s Stream) error { return ErrNotSupported }
+
+// Memset returns ErrNotSupported.
+func (c *Context) Memset(p DevPtr, v byte, n int64, s Stream) error { return ErrNotSupported }
+
+// NewStream returns ErrNotSupported.
+func (c *Context) NewStream() (Stream, error) { return 0, ErrNotSupported }
+
+// DestroyStream returns ErrNotSupported.
+func (c *Context) DestroyStream(s Stream) error { return ErrNotSupported }
+
+// Sync returns ErrNotSupported.
+func (c *Context) Sync(s Stream) error { return ErrNotSupported }
+
+// RegisterHost returns ErrNotSupported.
+func (c *Context) RegisterHost(rows []byte, numRows int64, rowBytes int) (*Table, error) {
+	return nil, ErrNotSupported
+}
+
+// Upload returns ErrNotSupported.
+func (c *Context) Upload(rows []byte, numRows int64, rowBytes int) (*Table, error) {
+	return nil, ErrNotSupported
+}
+
+// Close returns ErrNotSupported.
+func (t *Table) Close() error { return ErrNotSupported }
+
+// Lookup returns ErrNotSupported.
+func (c *Context) Lookup(s Stream, r *Request) error { return ErrNotSupported }
+
+// Status returns ErrNotSupported.
+func (c *Context) Status(s Stream, k int) error { return ErrNotSupported }
+
+// Capture returns ErrNotSupported.
+func (c *Context) Capture(s Stream, f func() error) (*Graph, error) { return nil, ErrNotSupported }
+
+// Launch returns ErrNotSupported.
+func (g *Graph) Launch(s Stream) error { return ErrNotSupported }
+
+// Close returns ErrNotSupported.
+func (g *Graph) Close() error { return ErrNotSupported }

@@ -1,0 +1,283 @@
+package cudagather
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+)
+
+// DevPtr is a device address (CUdeviceptr).
+type DevPtr uintptr
+
+// Stream is a raw CUstream handle; 0 is the context's legacy default
+// stream. A framework's stream (torch.cuda.Stream.cuda_stream, say) can be
+// passed as is.
+type Stream uintptr
+
+// MaxColumns is the most columns (K) one lookup may have: the kernel gets
+// one descriptor per column in its parameter block.
+const MaxColumns = 64
+
+// Request is one lookup: ids [T,K] (row-major, int32 or int64, in device
+// memory) into Out, a [T,K] array of R-byte rows at byte strides.
+type Request struct {
+	// Tables holds one table per column (K entries; a table may repeat).
+	// All must have the same row size R.
+	Tables []*Table
+	// IDs is the device address of id (0, 0); IDs64 says int64 ids.
+	IDs   DevPtr
+	IDs64 bool
+	T, K  int
+	// Out is the device address of the output buffer, OutBytes its size;
+	// row (t, k) starts at Out + Off + t*TStride + k*KStride.
+	Out              DevPtr
+	OutBytes         int64
+	Off              int64
+	TStride, KStride int64
+	// Offsets, when set, holds K offsets: row = id - Offsets[k].
+	Offsets []int64
+	// Strict runs a validation pass first: with a bad id nothing is
+	// written (one more launch).
+	Strict bool
+}
+
+// TokenMajor sets the dense [T,K,R] layout over OutBytes.
+func (r *Request) TokenMajor(rowBytes int) {
+	r.Off, r.TStride, r.KStride = 0, int64(r.K)*int64(rowBytes), int64(rowBytes)
+}
+
+// HeadMajor sets the dense [K,T,R] layout.
+func (r *Request) HeadMajor(rowBytes int) {
+	r.Off, r.TStride, r.KStride = 0, int64(rowBytes), int64(r.T)*int64(rowBytes)
+}
+
+// column is what the kernel needs of one column.
+type column struct {
+	table  DevPtr
+	rows   int64
+	offset int64
+}
+
+// plan is a checked request, ready to launch.
+type plan struct {
+	rowBytes int64
+	n        int64 // T*K
+	kernel   kernelChoice
+	size     int // bytes of args the kernel takes (paramSize)
+	args     [argsSize]byte
+}
+
+// The kernels' parameter block (struct sk_args in kernels/gather.cu):
+// eleven 8-byte fields, then MaxColumns column descriptors of three.
+const (
+	argsHead = 11 * 8
+	argsCol  = 3 * 8
+	argsSize = argsHead + MaxColumns*argsCol
+)
+
+// check validates r against the tables' shapes and builds its launch
+// parameters (status is the device address of the status word).
+func (r *Request) check(p *plan, status DevPtr) error {
+	bad := func(field, f string, a ...any) error { return &ArgError{Field: field, Reason: fmt.Sprintf(f, a...)} }
+	switch {
+	case r.T < 0 || r.K < 0:
+		return bad("T/K", "[%d,%d]: negative", r.T, r.K)
+	case r.K > MaxColumns:
+		return bad("K", "%d columns, at most %d", r.K, MaxColumns)
+	case len(r.Tables) != r.K:
+		return bad("Tables", "%d tables for K = %d", len(r.Tables), r.K)
+	case r.Offsets != nil && len(r.Offsets) != r.K:
+		return bad("Offsets", "%d offsets for K = %d", len(r.Offsets), r.K)
+	case r.Off < 0 || r.TStride < 0 || r.KStride < 0 || r.OutBytes < 0:
+		return bad("Off/TStride/KStride/OutBytes", "negative")
+	}
+	if r.T == 0 || r.K == 0 {
+		p.n = 0
+		return nil
+	}
+	if r.IDs == 0 || r.Out == 0 {
+		return bad("IDs/Out", "nil device address")
+	}
+	var rowBytes int64
+	for k, t := range r.Tables {
+		if t == nil || t.ptr == 0 {
+			return bad(fmt.Sprintf("Tables[%d]", k), "nil or closed table")
+		}
+		if k == 0 {
+			rowBytes = int64(t.rowBytes)
+		} else if int64(t.rowBytes) != rowBytes {
+			return bad(fmt.Sprintf("Tables[%d]", k), "%d-byte rows, column 0 has %d", t.rowBytes, rowBytes)
+		}
+	}
+	n, over := mul(int64(r.T), int64(r.K))
+	if over || n > 1<<40 {
+		return bad("T/K", "[%d,%d] too large", r.T, r.K)
+	}
+	// The last byte any row touches must lie inside the output.
+	a, o1 := mul(int64(r.T-1), r.TStride)
+	b, o2 := mul(int64(r.K-1), r.KStride)
+	end := r.Off + a + b + rowBytes
+	if o1 || o2 || end < 0 || end > r.OutBytes {
+		return bad("Out", "rows reach byte %d of a %d-byte output", end, r.OutBytes)
+	}
+	if !disjoint(r.T, r.K, r.TStride, r.KStride, rowBytes) {
+		return bad("TStride/KStride", "output rows overlap (strides %d/%d, rows of %d bytes)", r.TStride, r.KStride, rowBytes)
+	}
+	p.rowBytes, p.n = rowBytes, n
+	addrs := [...]int64{int64(r.Out) + r.Off, r.TStride, r.KStride}
+	p.kernel = pickKernel(rowBytes, addrs[:], r.Tables)
+	p.size = paramSize(r.K)
+	le := binary.LittleEndian
+	h := p.args[:]
+	id64 := uint64(0)
+	if r.IDs64 {
+		id64 = 1
+	}
+	for i, v := range [...]uint64{uint64(r.IDs), uint64(r.Out) + uint64(r.Off), uint64(status),
+		uint64(r.T), uint64(r.K), uint64(r.K), 1, uint64(r.TStride), uint64(r.KStride), uint64(rowBytes), id64} {
+		le.PutUint64(h[8*i:], v)
+	}
+	for k := range paramCols(r.K) {
+		c := h[argsHead+k*argsCol:]
+		if k >= r.K {
+			clear(c[:argsCol])
+			continue
+		}
+		t := r.Tables[k]
+		var off int64
+		if r.Offsets != nil {
+			off = r.Offsets[k]
+		}
+		le.PutUint64(c[0:], uint64(t.ptr))
+		le.PutUint64(c[8:], uint64(t.rows))
+		le.PutUint64(c[16:], uint64(off))
+	}
+	return nil
+}
+
+func mul(a, b int64) (int64, bool) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	return int64(lo), hi != 0 || lo > 1<<62
+}
+
+// disjoint reports whether the T x K rows of r bytes at strides ts and ks
+// never overlap: exact for the layouts a lookup uses (one stride a
+// multiple of the other's span, or tiles that fit between neighbours) and
+// conservative otherwise.
+func disjoint(t, k int, ts, ks, r int64) bool {
+	if t == 1 || ts == 0 && t <= 1 {
+		return k == 1 || ks >= r
+	}
+	if k == 1 {
+		return ts >= r
+	}
+	// The dimension with the smaller stride must fit between two
+	// neighbours of the other.
+	small, smallN, big := ks, int64(k), ts
+	if ts < ks {
+		small, smallN, big = ts, int64(t), ks
+	}
+	if small < r {
+		return false
+	}
+	span, over := mul(smallN-1, small)
+	return !over && span+r <= big
+}
+
+// kernelChoice is a kernel (its base name, without the parameter-block
+// suffix) and how many rows one warp copies per step of its loop.
+type kernelChoice struct {
+	name    string
+	perWarp int
+}
+
+// pickKernel chooses the widest word every address allows, then the
+// specialisation whose lanes cover a row. host says a table is host
+// memory: rows cross PCIe, so more of them are kept in flight where a
+// specialisation for that exists.
+func pickKernel(rowBytes int64, addrs []int64, tables []*Table) kernelChoice {
+	aligned := func(w int64) bool {
+		for _, a := range addrs {
+			if a%w != 0 {
+				return false
+			}
+		}
+		for _, t := range tables {
+			if int64(t.ptr)%w != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	host := false
+	for _, t := range tables {
+		host = host || t.host != nil
+	}
+	maxw := func(words int64) int {
+		m := (words + 31) / 32
+		for _, c := range [...]int64{1, 2, 4, 8} {
+			if m <= c {
+				return int(c)
+			}
+		}
+		return 0
+	}
+	// Steps in flight per lane for MAXW words per lane (registers bound it).
+	rows := map[int]int{1: 4, 2: 2, 4: 2, 8: 1}
+	if rowBytes%16 == 0 && aligned(16) {
+		wpr := rowBytes / 16
+		switch wpr {
+		case 4, 8, 16:
+			return kernelChoice{name: fmt.Sprintf("sk_w16_g%d_m1_r4", wpr), perWarp: int(32/wpr) * 4}
+		}
+		if m := maxw(wpr); m != 0 {
+			return kernelChoice{name: fmt.Sprintf("sk_w16_g32_m%d_r%d", m, rows[m]), perWarp: rows[m]}
+		}
+	}
+	if rowBytes%16 == 8 && rowBytes >= 24 && aligned(8) {
+		chunks := (rowBytes - 8) / 16
+		if chunks <= 16 {
+			if host {
+				return kernelChoice{name: "sk_w8x16_g16_m1_r8", perWarp: 2 * 8}
+			}
+			return kernelChoice{name: "sk_w8x16_g16_m1_r4", perWarp: 2 * 4}
+		}
+		if m := maxw(chunks); m != 0 {
+			return kernelChoice{name: fmt.Sprintf("sk_w8x16_g32_m%d_r%d", m, rows[m]), perWarp: rows[m]}
+		}
+	}
+	for _, w := range [...]int64{8, 4} {
+		if rowBytes%w == 0 && aligned(w) {
+			if m := maxw(rowBytes / w); m != 0 {
+				r := map[int]int{1: 4, 2: 4, 4: 2, 8: 1}[m]
+				return kernelChoice{name: fmt.Sprintf("sk_w%d_g32_m%d_r%d", w, m, r), perWarp: r}
+			}
+		}
+	}
+	return kernelChoice{name: "sk_any", perWarp: 1}
+}
+
+// kernelBases lists every kernel base name pickKernel can return.
+var kernelBases = []string{
+	"sk_w16_g4_m1_r4", "sk_w16_g8_m1_r4", "sk_w16_g16_m1_r4", "sk_w16_g32_m1_r4", "sk_w16_g32_m2_r2", "sk_w16_g32_m4_r2", "sk_w16_g32_m8_r1",
+	"sk_w8x16_g16_m1_r4", "sk_w8x16_g16_m1_r8", "sk_w8x16_g32_m1_r4", "sk_w8x16_g32_m2_r2", "sk_w8x16_g32_m4_r2", "sk_w8x16_g32_m8_r1",
+	"sk_w8_g32_m1_r4", "sk_w8_g32_m2_r4", "sk_w8_g32_m4_r2", "sk_w8_g32_m8_r1",
+	"sk_w4_g32_m1_r4", "sk_w4_g32_m2_r4", "sk_w4_g32_m4_r2", "sk_w4_g32_m8_r1",
+	"sk_any",
+}
+
+// paramCols is the column capacity of the parameter block for K columns:
+// 8 (a 280-byte block) or MaxColumns (1624 bytes).
+func paramCols(k int) int {
+	if k <= 8 {
+		return 8
+	}
+	return MaxColumns
+}
+
+// paramSize is the parameter block's size for K columns.
+func paramSize(k int) int { return argsHead + paramCols(k)*argsCol }
+
+// statusIndex decodes a nonzero status word into the flat index of the
+// first bad id.
+func statusIndex(v uint64) int64 { return int64(1<<62 - v) }

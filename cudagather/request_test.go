@@ -1,0 +1,141 @@
+package cudagather
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+func TestRequestCheck(t *testing.T) {
+	tab := &Table{ptr: 0x10000, rows: 100, rowBytes: 264}
+	tab2 := &Table{ptr: 0x90000, rows: 50, rowBytes: 264}
+	odd := &Table{ptr: 0x20000, rows: 100, rowBytes: 128}
+	good := func() *Request {
+		r := &Request{Tables: []*Table{tab, tab2, tab}, IDs: 0x1000, T: 4, K: 3, Out: 0x40000, OutBytes: 4 * 3 * 264}
+		r.TokenMajor(264)
+		return r
+	}
+	cases := []struct {
+		name string
+		edit func(*Request)
+		ok   bool
+	}{
+		{"good", func(*Request) {}, true},
+		{"head-major", func(r *Request) { r.HeadMajor(264) }, true},
+		{"padded", func(r *Request) { r.TStride = 3*264 + 64; r.OutBytes = 4 * (3*264 + 64) }, true},
+		{"empty", func(r *Request) { r.T = 0 }, true},
+		{"negative T", func(r *Request) { r.T = -1 }, false},
+		{"too many columns", func(r *Request) { r.K = MaxColumns + 1 }, false},
+		{"tables vs K", func(r *Request) { r.Tables = r.Tables[:2] }, false},
+		{"offsets vs K", func(r *Request) { r.Offsets = []int64{1} }, false},
+		{"nil table", func(r *Request) { r.Tables[1] = nil }, false},
+		{"closed table", func(r *Request) { r.Tables[1] = &Table{rows: 1, rowBytes: 264} }, false},
+		{"row sizes differ", func(r *Request) { r.Tables[1] = odd }, false},
+		{"output too small", func(r *Request) { r.OutBytes-- }, false},
+		{"rows overlap", func(r *Request) { r.KStride = 200 }, false},
+		{"tokens overlap", func(r *Request) { r.TStride = 264 }, false},
+		{"negative stride", func(r *Request) { r.KStride = -264 }, false},
+		{"nil ids", func(r *Request) { r.IDs = 0 }, false},
+		{"nil out", func(r *Request) { r.Out = 0 }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good()
+			tc.edit(r)
+			var p plan
+			err := r.check(&p, 0x8)
+			if tc.ok != (err == nil) {
+				t.Fatalf("check: %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("%v does not wrap ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestArgsLayout(t *testing.T) {
+	a := &Table{ptr: 0x10000, rows: 100, rowBytes: 64}
+	b := &Table{ptr: 0x20000, rows: 7, rowBytes: 64}
+	r := &Request{Tables: []*Table{a, b}, IDs: 0x1000, IDs64: true, T: 3, K: 2, Out: 0x40000, OutBytes: 1 << 20,
+		Offsets: []int64{5, 9}}
+	r.HeadMajor(64)
+	r.Off = 128
+	var p plan
+	if err := r.check(&p, 0x8); err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	want := []uint64{0x1000, 0x40000 + 128, 0x8, 3, 2, 2, 1, 64, 3 * 64, 64, 1}
+	for i, w := range want {
+		if got := le.Uint64(p.args[8*i:]); got != w {
+			t.Errorf("field %d = %#x, want %#x", i, got, w)
+		}
+	}
+	col := func(k, f int) uint64 { return le.Uint64(p.args[argsHead+k*argsCol+8*f:]) }
+	if col(0, 0) != 0x10000 || col(0, 1) != 100 || col(0, 2) != 5 || col(1, 0) != 0x20000 || col(1, 1) != 7 || col(1, 2) != 9 {
+		t.Errorf("columns: %#x %d %d %#x %d %d", col(0, 0), col(0, 1), col(0, 2), col(1, 0), col(1, 1), col(1, 2))
+	}
+	if col(2, 0) != 0 || col(7, 1) != 0 {
+		t.Error("unused columns not zero")
+	}
+	if p.size != argsHead+8*argsCol {
+		t.Errorf("parameter block of %d bytes for K=2", p.size)
+	}
+	if p.n != 6 || p.rowBytes != 64 {
+		t.Errorf("n %d rowBytes %d", p.n, p.rowBytes)
+	}
+}
+
+func TestPickKernel(t *testing.T) {
+	at := func(p DevPtr) []*Table { return []*Table{{ptr: p}} }
+	host := []*Table{{ptr: 0x1000, host: make([]byte, 1)}}
+	cases := []struct {
+		r     int64
+		addrs []int64
+		tabs  []*Table
+		want  string
+	}{
+		{64, []int64{0, 64, 1536}, at(0x1000), "sk_w16_g4_m1_r4"},
+		{128, []int64{0, 128}, at(0x1000), "sk_w16_g8_m1_r4"},
+		{256, []int64{0, 256}, at(0x1000), "sk_w16_g16_m1_r4"},
+		{512, []int64{0, 512}, at(0x1000), "sk_w16_g32_m1_r4"},
+		{1024, []int64{0, 1024}, at(0x1000), "sk_w16_g32_m2_r2"},
+		{4096, []int64{0, 4096}, at(0x1000), "sk_w16_g32_m8_r1"},
+		{264, []int64{0, 264}, at(0x1000), "sk_w8x16_g16_m1_r4"},
+		{264, []int64{0, 264}, host, "sk_w8x16_g16_m1_r8"},
+		{520, []int64{0, 520}, at(0x1000), "sk_w8x16_g32_m1_r4"},
+		{64, []int64{8, 64}, at(0x1000), "sk_w8_g32_m1_r4"},
+		{300, []int64{0, 300}, at(0x1000), "sk_w4_g32_m4_r2"},
+		{301, []int64{0, 301}, at(0x1000), "sk_any"},
+		{264, []int64{0, 264}, at(0x1004), "sk_w4_g32_m4_r2"},
+		{1 << 20, []int64{0}, at(0x1000), "sk_any"},
+	}
+	for _, tc := range cases {
+		got := pickKernel(tc.r, tc.addrs, tc.tabs)
+		if got.name != tc.want {
+			t.Errorf("R=%d addrs %v: %s, want %s", tc.r, tc.addrs, got.name, tc.want)
+		}
+		found := false
+		for _, b := range kernelBases {
+			found = found || b == got.name
+		}
+		if !found {
+			t.Errorf("%s is not in kernelBases", got.name)
+		}
+	}
+	if statusIndex(1<<62-5) != 5 {
+		t.Error("statusIndex")
+	}
+}
+
+func TestCheckTable(t *testing.T) {
+	if err := checkTable(make([]byte, 100), 10, 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][3]int{{99, 10, 10}, {100, 0, 10}, {100, 10, 0}, {100, 11, 10}} {
+		if err := checkTable(make([]byte, c[0]), int64(c[1]), c[2]); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%v: %v", c, err)
+		}
+	}
+}
