@@ -130,6 +130,8 @@ type Context struct {
 	tables int
 	graphs int
 	plans  []*plan // free launch parameter blocks
+	hs     map[uint64]*Table
+	nextH  uint64
 	host   [8]byte // status read-back (Status serializes on mu)
 }
 
@@ -466,6 +468,38 @@ func (t *Table) Close() error {
 	return err
 }
 
+func (c *Context) addHandle(t *Table) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hs == nil {
+		c.hs = map[uint64]*Table{}
+	}
+	c.nextH++
+	c.hs[c.nextH] = t
+	return c.nextH
+}
+
+func (c *Context) handle(h uint64) (*Table, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.hs[h]
+	if !ok {
+		return nil, &ArgError{Field: "table handle", Reason: "unknown or unmapped"}
+	}
+	return t, nil
+}
+
+func (c *Context) takeHandle(h uint64) (*Table, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.hs[h]
+	if !ok {
+		return nil, &ArgError{Field: "table handle", Reason: "unknown or unmapped"}
+	}
+	delete(c.hs, h)
+	return t, nil
+}
+
 func (c *Context) getPlan() *plan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -500,6 +534,11 @@ func (c *Context) Lookup(s Stream, r *Request) error {
 	if p.n == 0 {
 		return nil
 	}
+	return c.enqueue(s, r, p)
+}
+
+// enqueue launches a checked plan's kernels on s.
+func (c *Context) enqueue(s Stream, r *Request, p *plan) error {
 	suffix := "_c64"
 	if paramCols(r.K) == 8 {
 		suffix = "_c8"

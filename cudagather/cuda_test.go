@@ -492,3 +492,43 @@ func BenchmarkGather(b *testing.B) {
 		hrt.Close()
 	}
 }
+
+// BenchmarkVariants compares kernel specialisations for R=264 device
+// tables (the choice pickKernel makes against its neighbours).
+func BenchmarkVariants(b *testing.B) {
+	r := newRand(b)
+	s, err := testCtx.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	const R = 264
+	rows := int64((2 << 30) / R)
+	tab, err := testCtx.Upload(mapRows(b, r, int(rows)*R), rows, R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tab.Close()
+	for _, n := range []int{98304, 1 << 20} {
+		T, K := n/24, 24
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = r.Int64N(rows)
+		}
+		idp := devBytes(b, idBytes(ids, true))
+		out, _ := testCtx.Alloc(int64(n * R))
+		req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
+		req.TokenMajor(R)
+		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r4", 8}, {"sk_w8x16_g16_m1_r8", 16}, {"sk_w8_g32_m2_r4", 4}, {"sk_w4_g32_m4_r2", 2}} {
+			var p plan
+			if err := req.check(&p, testCtx.status); err != nil {
+				b.Fatal(err)
+			}
+			p.kernel = v
+			per := timePer(b, s, 200, func() error { return testCtx.enqueue(s, req, &p) })
+			gbs := 2 * float64(n*R) / per.Seconds() / 1e9
+			b.Logf("variant %s N=%d: %v, %.0f GB/s r+w", v.name, n, per, gbs)
+		}
+		testCtx.Free(out)
+	}
+}

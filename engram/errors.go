@@ -33,7 +33,8 @@ var (
 	// ErrUnregisteredOutput means a remote lookup's output does not lie in
 	// a buffer from Store.NewBuffer, the memory the owner may write.
 	ErrUnregisteredOutput = errors.New("engram: output not in a registered buffer")
-	// ErrServed is returned by Remove for a table an open Server exports.
+	// ErrServed is returned by Remove for a table an open Server exports
+	// or an open DeviceTables maps.
 	ErrServed = errors.New("engram: table is being served")
 	// ErrBadLayer means a layer or head index is out of range.
 	ErrBadLayer = errors.New("engram: layer or head out of range")

@@ -106,6 +106,7 @@ type Store struct {
 	remote         *remote.Client
 	reqs32, reqs64 sync.Pool // *remote.Request[int32], [int64]
 	servers        []*Server
+	devices        []*DeviceTables
 }
 
 type table struct {
@@ -301,7 +302,7 @@ func (s *Store) Remove(name string) error {
 	if !ok {
 		return &TableError{Table: name, Op: "remove", Err: ErrUnknownTable}
 	}
-	if s.serving(name) {
+	if s.serving(name) || s.mapped(name) {
 		return &TableError{Table: name, Op: "remove", Err: ErrServed}
 	}
 	if err := snapshot.Remove(s.dir, name, nil); err != nil {
@@ -384,6 +385,9 @@ func (s *Store) Close() error {
 	var err error
 	for len(s.servers) > 0 {
 		err = errors.Join(err, s.servers[0].closeLocked())
+	}
+	for len(s.devices) > 0 {
+		err = errors.Join(err, s.devices[0].closeLocked())
 	}
 	s.closeTables()
 	if s.eng != nil {

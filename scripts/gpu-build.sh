@@ -11,7 +11,8 @@ export CGO_ENABLED=1
 export CGO_CFLAGS="-I$cache/root/usr/include"
 export CGO_LDFLAGS="-L$cache/root/usr/lib/x86_64-linux-gnu/stubs"
 mkdir -p .gpu
-go vet -tags cuda ./cudagather
+go vet -tags cuda ./cudagather ./tools/internal/cudaengram
 go test -tags cuda -c -o .gpu/cudagather.test ./cudagather
+go test -tags cuda -c -o .gpu/cudaengram.test ./tools/internal/cudaengram
 cp cudagather/tools/torchbench.py .gpu/
 echo "built: $(ls .gpu | tr '\n' ' ')"

@@ -13,9 +13,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 echo "== cudagather tests"
 timeout -k 5 300 .gpu/cudagather.test -test.v -test.count=1 -test.run . >"$OUT/tests.log" 2>&1 || rc=1
 grep -E '^(--- |PASS|FAIL|ok|panic)' "$OUT/tests.log" | head -40
+echo "== engram store on the device (cudaengram)"
+timeout -k 5 120 .gpu/cudaengram.test -test.v -test.count=1 >"$OUT/engram.log" 2>&1 || rc=1
+grep -E '^(--- |PASS|FAIL|ok|panic)' "$OUT/engram.log" | head -10
 echo "== cudagather benchmarks"
-timeout -k 5 400 .gpu/cudagather.test -test.run '^$' -test.bench Gather -test.benchtime 1x -test.v >"$OUT/bench.log" 2>&1 || rc=1
-grep -E 'ceilings|FAIL|panic' "$OUT/bench.log" | sed 's/^ *//' | head -20
+timeout -k 5 400 .gpu/cudagather.test -test.run '^$' -test.bench . -test.benchtime 1x -test.v >"$OUT/bench.log" 2>&1 || rc=1
+grep -E 'ceilings|variant|FAIL|panic' "$OUT/bench.log" | sed 's/^ *//' | head -20
 echo "== torch side by side (index_select, staged path)"
 PYTHONUNBUFFERED=1 timeout -k 5 300 python3 .gpu/torchbench.py --json "$OUT/torch.jsonl" >"$OUT/torch.log" 2>&1 || rc=1
 tail -3 "$OUT/torch.log"
