@@ -17,6 +17,19 @@ static CUresult sk_launch(CUcontext ctx, CUfunction f, unsigned int grid, unsign
 	return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, NULL, cfg);
 }
 
+// sk_launch_params: the same launch through kernelParams (one pointer to
+// the parameter block), and without making the context current (the
+// caller's thread already has it), for comparing launch paths.
+static CUresult sk_launch_params(CUcontext ctx, CUfunction f, unsigned int grid, unsigned int block,
+                                 CUstream s, void *args, int setctx) {
+	if (setctx) {
+		CUresult r = cuCtxSetCurrent(ctx);
+		if (r != CUDA_SUCCESS) return r;
+	}
+	void *params[] = {args};
+	return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, NULL);
+}
+
 static CUresult sk_register(CUcontext ctx, void *p, size_t n, CUdeviceptr *d) {
 	CUresult r = cuCtxSetCurrent(ctx);
 	if (r != CUDA_SUCCESS) return r;
@@ -565,6 +578,17 @@ func (c *Context) launch(name string, p *plan, blocks int64, s Stream) error {
 	blocks = max(1, min(blocks, int64(c.sms)*int64(c.occ[name])))
 	r := C.sk_launch(c.ctx, f, C.uint(blocks), 256, cstream(s), unsafe.Pointer(&p.args[0]), C.size_t(p.size))
 	return driverErr("cuLaunchKernel "+name, r)
+}
+
+// launchParams is launchRaw through kernelParams; setctx 0 skips
+// cuCtxSetCurrent (benchmarks).
+func launchParams(c *Context, f C.CUfunction, blocks int64, s Stream, p *plan, setctx int) C.CUresult {
+	return C.sk_launch_params(c.ctx, f, C.uint(max(blocks, 1)), 256, cstream(s), unsafe.Pointer(&p.args[0]), C.int(setctx))
+}
+
+// launchRaw launches f with p's parameters on blocks blocks (benchmarks).
+func launchRaw(c *Context, f C.CUfunction, blocks int64, s Stream, p *plan) C.CUresult {
+	return C.sk_launch(c.ctx, f, C.uint(max(blocks, 1)), 256, cstream(s), unsafe.Pointer(&p.args[0]), C.size_t(p.size))
 }
 
 // Status synchronizes s, then returns the first bad id any lookup since

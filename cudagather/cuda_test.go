@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -447,8 +448,15 @@ func BenchmarkGather(b *testing.B) {
 			reps := max(20, min(2000, (1<<28)/(n*R)))
 			per := timePer(b, s, reps, func() error { return testCtx.Lookup(s, req) })
 			gbs := 2 * float64(n*R) / per.Seconds() / 1e9
+			// The same bytes copied device to device, timed the same way:
+			// the ceiling for a kernel of this size (launch gaps, ramp-up).
+			cp, _ := testCtx.Alloc(int64(n * R))
+			same := timePer(b, s, reps, func() error { return testCtx.CopyDevice(cp, out, int64(n*R), s) })
+			testCtx.Free(cp)
+			sameGBs := 2 * float64(n*R) / same.Seconds() / 1e9
 			line := map[string]any{"workload": fmt.Sprintf("cuda-device/R=%d/N=%d", R, n), "transport": "cuda", "mode": "device",
-				"fragments": n, "payload_bytes": n * R, "p50_ms": per.Seconds() * 1e3, "goodput_gbps": gbs * 8, "ratio": gbs / d2dGBs}
+				"fragments": n, "payload_bytes": n * R, "p50_ms": per.Seconds() * 1e3, "goodput_gbps": gbs * 8, "ratio": gbs / d2dGBs,
+				"ratio_same_size_copy": gbs / sameGBs}
 			b.Logf("device R=%d N=%d: %v per lookup, %.0f GB/s r+w, %.3f of d2d", R, n, per, gbs, gbs/d2dGBs)
 			if n == 128 {
 				g, err := testCtx.Capture(s, func() error { return testCtx.Lookup(s, req) })
@@ -519,16 +527,101 @@ func BenchmarkVariants(b *testing.B) {
 		out, _ := testCtx.Alloc(int64(n * R))
 		req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
 		req.TokenMajor(R)
-		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r4", 8}, {"sk_w8x16_g16_m1_r8", 16}, {"sk_w8_g32_m2_r4", 4}, {"sk_w4_g32_m4_r2", 2}} {
+		// The same bytes copied device to device, timed the same way:
+		// what launch gaps and ramp-up cost a kernel of this size.
+		cp, _ := testCtx.Alloc(int64(n * R))
+		same := timePer(b, s, 200, func() error { return testCtx.CopyDevice(cp, out, int64(n*R), s) })
+		testCtx.Free(cp)
+		b.Logf("variant copy-of-the-same-bytes N=%d: %v, %.0f GB/s r+w", n, same, 2*float64(n*R)/same.Seconds()/1e9)
+		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r4", 8}, {"sk_w8x16w_g16_m1_r4", 8}, {"sk_w8x16w6_g16_m1_r4", 8}, {"sk_w8x16w6_g16_m1_r2", 4}} {
 			var p plan
 			if err := req.check(&p, testCtx.status); err != nil {
 				b.Fatal(err)
 			}
 			p.kernel = v
-			per := timePer(b, s, 200, func() error { return testCtx.enqueue(s, req, &p) })
-			gbs := 2 * float64(n*R) / per.Seconds() / 1e9
-			b.Logf("variant %s N=%d: %v, %.0f GB/s r+w", v.name, n, per, gbs)
+			name := v.name + "_c64"
+			for _, mult := range []int64{1, 0} { // x resident blocks; 0: one block per 8 warps of work
+				blocks := int64(testCtx.sms) * int64(testCtx.occ[name]) * mult
+				if mult == 0 {
+					blocks = (p.n/int64(v.perWarp) + 7) / 8
+				}
+				per := timePer(b, s, 200, func() error {
+					f := testCtx.fns[name]
+					return driverErr("launch", launchRaw(testCtx, f, blocks, s, &p))
+				})
+				gbs := 2 * float64(n*R) / per.Seconds() / 1e9
+				b.Logf("variant %s N=%d blocks=%d (occ %d/SM): %v, %.0f GB/s r+w, %.3f of d2d", v.name, n, blocks, testCtx.occ[name], per, gbs, gbs/4200)
+			}
 		}
+		testCtx.Free(out)
+	}
+}
+
+// BenchmarkLaunchOverhead splits a small lookup's host cost: the Go-side
+// check, a bare launch of the same kernel, and the whole Lookup.
+func BenchmarkLaunchOverhead(b *testing.B) {
+	r := newRand(b)
+	tab, err := testCtx.Upload(mapRows(b, r, 264*5000), 5000, 264)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tab.Close()
+	for _, k := range []int{8, 24} {
+		T := 128 / k
+		ids := make([]int64, T*k)
+		for i := range ids {
+			ids[i] = r.Int64N(5000)
+		}
+		idp := devBytes(b, idBytes(ids, true))
+		out, _ := testCtx.Alloc(int64(T * k * 264))
+		req := &Request{Tables: slices.Repeat([]*Table{tab}, k), IDs: idp, IDs64: true, T: T, K: k, Out: out, OutBytes: int64(T * k * 264)}
+		req.TokenMajor(264)
+		var p plan
+		const n = 20000
+		start := time.Now()
+		for range n {
+			_ = req.check(&p, testCtx.status)
+		}
+		check := time.Since(start) / n
+		name := p.kernel.name + map[bool]string{true: "_c8", false: "_c64"}[k <= 8]
+		f := testCtx.fns[name]
+		start = time.Now()
+		for range n {
+			_ = launchRaw(testCtx, f, 1, 0, &p)
+		}
+		_ = testCtx.Sync(0)
+		raw := time.Since(start) / n
+		start = time.Now()
+		for range n {
+			_ = testCtx.Lookup(0, req)
+		}
+		_ = testCtx.Sync(0)
+		full := time.Since(start) / n
+		start = time.Now()
+		for range n {
+			_ = launchParams(testCtx, f, 1, 0, &p, 1)
+		}
+		_ = testCtx.Sync(0)
+		viaParams := time.Since(start) / n
+		runtime.LockOSThread()
+		_ = launchParams(testCtx, f, 1, 0, &p, 1)
+		start = time.Now()
+		for range n {
+			_ = launchParams(testCtx, f, 1, 0, &p, 0)
+		}
+		_ = testCtx.Sync(0)
+		noCtx := time.Since(start) / n
+		runtime.UnlockOSThread()
+		b.Logf("overhead K=%d: kernelParams launch %v, without cuCtxSetCurrent %v", k, viaParams, noCtx)
+		s, _ := testCtx.NewStream()
+		start = time.Now()
+		for range n {
+			_ = testCtx.Lookup(s, req)
+		}
+		_ = testCtx.Sync(s)
+		fullS := time.Since(start) / n
+		_ = testCtx.DestroyStream(s)
+		b.Logf("overhead K=%d (%d-byte params): check %v, bare launch %v, Lookup %v (default stream), %v (own stream) per call", k, p.size, check, raw, full, fullS)
 		testCtx.Free(out)
 	}
 }

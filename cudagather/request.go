@@ -260,7 +260,7 @@ func pickKernel(rowBytes int64, addrs []int64, tables []*Table) kernelChoice {
 // kernelBases lists every kernel base name pickKernel can return.
 var kernelBases = []string{
 	"sk_w16_g4_m1_r4", "sk_w16_g8_m1_r4", "sk_w16_g16_m1_r4", "sk_w16_g32_m1_r4", "sk_w16_g32_m2_r2", "sk_w16_g32_m4_r2", "sk_w16_g32_m8_r1",
-	"sk_w8x16_g16_m1_r4", "sk_w8x16_g16_m1_r8", "sk_w8x16_g32_m1_r4", "sk_w8x16_g32_m2_r2", "sk_w8x16_g32_m4_r2", "sk_w8x16_g32_m8_r1",
+	"sk_w8x16_g16_m1_r4", "sk_w8x16_g16_m1_r8", "sk_w8x16w_g16_m1_r4", "sk_w8x16w6_g16_m1_r4", "sk_w8x16w6_g16_m1_r2", "sk_w8x16_g32_m1_r4", "sk_w8x16_g32_m2_r2", "sk_w8x16_g32_m4_r2", "sk_w8x16_g32_m8_r1",
 	"sk_w8_g32_m1_r4", "sk_w8_g32_m2_r4", "sk_w8_g32_m4_r2", "sk_w8_g32_m8_r1",
 	"sk_w4_g32_m1_r4", "sk_w4_g32_m2_r4", "sk_w4_g32_m4_r2", "sk_w4_g32_m8_r1",
 	"sk_any",

@@ -131,7 +131,7 @@ __device__ __forceinline__ void sk_gather(const A& a) {
 // sk_gather_8x16: rows of 16c+8 bytes at 8-byte aligned addresses, read
 // as c aligned 16-byte chunks and one 8-byte piece (before the chunks when
 // the row starts 8 bytes past a 16-byte boundary, else after them).
-template <int G, int MAXW, int ROWS, class A>
+template <int G, int MAXW, int ROWS, bool WIDE, class A>
 __device__ __forceinline__ void sk_gather_8x16(const A& a) {
 	const long long n = a.t * a.k;
 	const int chunks = (int)((a.row_bytes - 8) / 16);
@@ -173,13 +173,18 @@ __device__ __forceinline__ void sk_gather_8x16(const A& a) {
 #pragma unroll
 		for (int s = 0; s < ROWS; s++) {
 			if (dst[s] != 0) {
-				uint2* out = (uint2*)(dst[s] + head[s]);
+				unsigned char* o = dst[s] + head[s];
+				bool wide = WIDE && (((unsigned long long)o & 15) == 0);
 #pragma unroll
 				for (int j = 0; j < MAXW; j++) {
 					int w = lg + j * G;
 					if (w < chunks) {
-						out[2 * w] = make_uint2(v[s][j].x, v[s][j].y);
-						out[2 * w + 1] = make_uint2(v[s][j].z, v[s][j].w);
+						if (wide) {
+							((uint4*)o)[w] = v[s][j];
+						} else {
+							((uint2*)o)[2 * w] = make_uint2(v[s][j].x, v[s][j].y);
+							((uint2*)o)[2 * w + 1] = make_uint2(v[s][j].z, v[s][j].w);
+						}
 					}
 				}
 				if (lg == 0) {
@@ -238,6 +243,18 @@ __device__ __forceinline__ void sk_validate_all(const A& a) {
 
 #define SK_BOTH(name, body) SK_PAIR(name, 8, body) SK_PAIR(name, 64, body)
 
+// Variants that ask the compiler for 6 resident 256-thread blocks per SM
+// (at most 40 registers), trading registers for warps in flight.
+#define SK_PAIR6(name, C, body)                                                             \
+	extern "C" __global__ void __launch_bounds__(256, 6) name##_c##C(const sk_args<C> a) {  \
+		body;                                                                               \
+	}                                                                                       \
+	extern "C" __global__ void __launch_bounds__(256, 6) name##_c##C##_checked(const sk_args<C> a) { \
+		if (*(volatile unsigned long long*)a.status != 0) return;                          \
+		body;                                                                               \
+	}
+#define SK_BOTH6(name, body) SK_PAIR6(name, 8, body) SK_PAIR6(name, 64, body)
+
 // Word size 16: R a multiple of 16.
 SK_BOTH(sk_w16_g4_m1_r4, (sk_gather<uint4, 4, 1, 4>(a)))
 SK_BOTH(sk_w16_g8_m1_r4, (sk_gather<uint4, 8, 1, 4>(a)))
@@ -247,12 +264,15 @@ SK_BOTH(sk_w16_g32_m2_r2, (sk_gather<uint4, 32, 2, 2>(a)))
 SK_BOTH(sk_w16_g32_m4_r2, (sk_gather<uint4, 32, 4, 2>(a)))
 SK_BOTH(sk_w16_g32_m8_r1, (sk_gather<uint4, 32, 8, 1>(a)))
 // Rows of 16c+8 bytes (264 = 16*16+8), 8-byte aligned.
-SK_BOTH(sk_w8x16_g16_m1_r4, (sk_gather_8x16<16, 1, 4>(a)))
-SK_BOTH(sk_w8x16_g16_m1_r8, (sk_gather_8x16<16, 1, 8>(a)))
-SK_BOTH(sk_w8x16_g32_m1_r4, (sk_gather_8x16<32, 1, 4>(a)))
-SK_BOTH(sk_w8x16_g32_m2_r2, (sk_gather_8x16<32, 2, 2>(a)))
-SK_BOTH(sk_w8x16_g32_m4_r2, (sk_gather_8x16<32, 4, 2>(a)))
-SK_BOTH(sk_w8x16_g32_m8_r1, (sk_gather_8x16<32, 8, 1>(a)))
+SK_BOTH(sk_w8x16_g16_m1_r4, (sk_gather_8x16<16, 1, 4, false>(a)))
+SK_BOTH(sk_w8x16_g16_m1_r8, (sk_gather_8x16<16, 1, 8, false>(a)))
+SK_BOTH(sk_w8x16w_g16_m1_r4, (sk_gather_8x16<16, 1, 4, true>(a)))
+SK_BOTH6(sk_w8x16w6_g16_m1_r4, (sk_gather_8x16<16, 1, 4, true>(a)))
+SK_BOTH6(sk_w8x16w6_g16_m1_r2, (sk_gather_8x16<16, 1, 2, true>(a)))
+SK_BOTH(sk_w8x16_g32_m1_r4, (sk_gather_8x16<32, 1, 4, false>(a)))
+SK_BOTH(sk_w8x16_g32_m2_r2, (sk_gather_8x16<32, 2, 2, false>(a)))
+SK_BOTH(sk_w8x16_g32_m4_r2, (sk_gather_8x16<32, 4, 2, false>(a)))
+SK_BOTH(sk_w8x16_g32_m8_r1, (sk_gather_8x16<32, 8, 1, false>(a)))
 // Word size 8.
 SK_BOTH(sk_w8_g32_m1_r4, (sk_gather<uint2, 32, 1, 4>(a)))
 SK_BOTH(sk_w8_g32_m2_r4, (sk_gather<uint2, 32, 2, 4>(a)))
