@@ -512,12 +512,13 @@ func BenchmarkVariants(b *testing.B) {
 	defer testCtx.DestroyStream(s)
 	const R = 264
 	rows := int64((2 << 30) / R)
-	tab, err := testCtx.Upload(mapRows(b, r, int(rows)*R), rows, R)
+	src := mapRows(b, r, int(rows)*R)
+	tab, err := testCtx.Upload(src, rows, R)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer tab.Close()
-	for _, n := range []int{98304, 1 << 20} {
+	for _, n := range []int{4096 * 24, 43690 * 24} {
 		T, K := n/24, 24
 		ids := make([]int64, n)
 		for i := range ids {
@@ -527,19 +528,37 @@ func BenchmarkVariants(b *testing.B) {
 		out, _ := testCtx.Alloc(int64(n * R))
 		req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
 		req.TokenMajor(R)
+		wantRows := make([]byte, n*R)
+		ref(wantRows, slices.Repeat([][]byte{src}, K), R, ids, T, K, 0, int64(K*R), R, nil)
 		// The same bytes copied device to device, timed the same way:
 		// what launch gaps and ramp-up cost a kernel of this size.
 		cp, _ := testCtx.Alloc(int64(n * R))
 		same := timePer(b, s, 200, func() error { return testCtx.CopyDevice(cp, out, int64(n*R), s) })
 		testCtx.Free(cp)
 		b.Logf("variant copy-of-the-same-bytes N=%d: %v, %.0f GB/s r+w", n, same, 2*float64(n*R)/same.Seconds()/1e9)
-		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r4", 8}, {"sk_w8x16w_g16_m1_r4", 8}, {"sk_w8x16w6_g16_m1_r4", 8}, {"sk_w8x16w6_g16_m1_r2", 4}} {
+		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r4", 8}, {"sk_w8x16w_g16_m1_r4", 8}, {"sk_w8_g32_m2_r4", 4}} {
 			var p plan
 			if err := req.check(&p, testCtx.status); err != nil {
 				b.Fatal(err)
 			}
 			p.kernel = v
 			name := v.name + "_c64"
+			if err := testCtx.Memset(out, 0x77, int64(n*R), s); err != nil {
+				b.Fatal(err)
+			}
+			if err := testCtx.enqueue(s, req, &p); err != nil {
+				b.Fatal(err)
+			}
+			got := make([]byte, n*R)
+			if err := testCtx.Sync(s); err != nil {
+				b.Fatal(err)
+			}
+			if err := testCtx.CopyOut(got, out); err != nil {
+				b.Fatal(err)
+			}
+			if !bytes.Equal(got, wantRows) {
+				b.Fatalf("variant %s: wrong rows", v.name)
+			}
 			for _, mult := range []int64{1, 0} { // x resident blocks; 0: one block per 8 warps of work
 				blocks := int64(testCtx.sms) * int64(testCtx.occ[name]) * mult
 				if mult == 0 {
