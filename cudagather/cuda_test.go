@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -574,6 +575,56 @@ func BenchmarkVariants(b *testing.B) {
 		}
 		testCtx.Free(out)
 	}
+	// Host-registered table, N=98,304: the zero-copy path.
+	hsrc := mapRows(b, r, 1<<30)
+	hrows := int64(len(hsrc) / R)
+	ht, err := testCtx.RegisterHost(hsrc[:hrows*R], hrows, R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ht.Close()
+	const n, K = 4096 * 24, 24
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = r.Int64N(hrows)
+	}
+	idp := devBytes(b, idBytes(ids, true))
+	out, _ := testCtx.Alloc(int64(n * R))
+	defer testCtx.Free(out)
+	req := &Request{Tables: slices.Repeat([]*Table{ht}, K), IDs: idp, IDs64: true, T: n / K, K: K, Out: out, OutBytes: int64(n * R)}
+	req.TokenMajor(R)
+	for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r8", 16}, {"sk_w8x16_g16_m1_r4", 8}} {
+		var p plan
+		if err := req.check(&p, testCtx.status); err != nil {
+			b.Fatal(err)
+		}
+		p.kernel = v
+		per := timePer(b, s, 20, func() error { return testCtx.enqueue(s, req, &p) })
+		b.Logf("variant host %s N=%d: %v, %.1f GB/s", v.name, n, per, float64(n*R)/per.Seconds()/1e9)
+	}
+	// The same table in anonymous memory advised for transparent huge
+	// pages: does the device's translation of host pages bound the rate?
+	hp, err := unix.Mmap(-1, 0, 1<<30, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Munmap(hp)
+	_ = unix.Madvise(hp, unix.MADV_HUGEPAGE)
+	copy(hp, hsrc)
+	ht2, err := testCtx.RegisterHost(hp[:hrows*R], hrows, R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ht2.Close()
+	req2 := *req
+	req2.Tables = slices.Repeat([]*Table{ht2}, K)
+	var p plan
+	if err := req2.check(&p, testCtx.status); err != nil {
+		b.Fatal(err)
+	}
+	per := timePer(b, s, 20, func() error { return testCtx.enqueue(s, &req2, &p) })
+	thp, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	b.Logf("variant host-THP %s N=%d: %v, %.1f GB/s (THP: %s)", p.kernel.name, n, per, float64(n*R)/per.Seconds()/1e9, strings.TrimSpace(string(thp)))
 }
 
 // BenchmarkLaunchOverhead splits a small lookup's host cost: the Go-side
