@@ -189,12 +189,26 @@ func (d *bodyDec) checkRanges(b []byte) error {
 		minS, minD       = uint64(math.MaxUint64), uint64(math.MaxUint64)
 		maxS, maxD, maxL uint64
 	)
+	// Most entries are read with one inlined 8-byte load; the last few of
+	// each column, whose 8 bytes would run past the message, take loadCol.
+	fastS, fastD, fastL := fastEntries(len(b), srcOff, d.srcW, d.n), fastEntries(len(b), dstOff, d.dstW, d.n),
+		fastEntries(len(b), lenOff, d.lenW, d.n)
 	for i := range d.n {
-		l := loadCol(b, lenOff+i*d.lenW, d.lenW, ml)
+		var l uint64
+		if i < fastL {
+			l = load8(b, lenOff+i*d.lenW, ml)
+		} else {
+			l = loadCol(b, lenOff+i*d.lenW, d.lenW, ml)
+		}
 		maxL = max(maxL, l)
 		s := nextSrc
 		if d.srcW != 0 {
-			rel := loadCol(b, srcOff+i*d.srcW, d.srcW, ms)
+			var rel uint64
+			if i < fastS {
+				rel = load8(b, srcOff+i*d.srcW, ms)
+			} else {
+				rel = loadCol(b, srcOff+i*d.srcW, d.srcW, ms)
+			}
 			minS, maxS = min(minS, rel), max(maxS, rel)
 			var ok bool
 			if s, ok = add3(d.srcLo, rel, 0); !ok {
@@ -209,7 +223,12 @@ func (d *bodyDec) checkRanges(b []byte) error {
 		nextSrc = se
 		t := nextDst
 		if d.dstW != 0 {
-			rel := loadCol(b, dstOff+i*d.dstW, d.dstW, md)
+			var rel uint64
+			if i < fastD {
+				rel = load8(b, dstOff+i*d.dstW, md)
+			} else {
+				rel = loadCol(b, dstOff+i*d.dstW, d.dstW, md)
+			}
 			minD, maxD = min(minD, rel), max(maxD, rel)
 			if t, ok = add3(d.dstLo, rel, 0); !ok {
 				return decodeErr(dstOff+i*d.dstW, "dst", &BoundsError{Index: i, Field: "dst", Off: math.MaxUint64, Len: l, Limit: d.dstExt})
@@ -284,26 +303,44 @@ func (d *bodyDec) commit(p *Plan, b []byte) {
 	rs := p.ownRanges
 	srcOff, dstOff, lenOff := d.colOffsets()
 	ml := widthMask(d.lenW)
-	for i := range rs {
+	fastL := fastEntries(len(b), lenOff, d.lenW, d.n)
+	for i := range rs[:fastL] {
+		rs[i].Len = load8(b, lenOff+i*d.lenW, ml)
+	}
+	for i := fastL; i < len(rs); i++ {
 		rs[i].Len = loadCol(b, lenOff+i*d.lenW, d.lenW, ml)
 	}
 	next := d.srcLo
 	ms := widthMask(d.srcW)
-	for i := range rs {
-		if d.srcW != 0 {
-			next = d.srcLo + loadCol(b, srcOff+i*d.srcW, d.srcW, ms)
+	if d.srcW == 0 {
+		for i := range rs {
+			rs[i].Src = next
+			next += rs[i].Len
 		}
-		rs[i].Src = next
-		next += rs[i].Len
+	} else {
+		fastS := fastEntries(len(b), srcOff, d.srcW, d.n)
+		for i := range rs[:fastS] {
+			rs[i].Src = d.srcLo + load8(b, srcOff+i*d.srcW, ms)
+		}
+		for i := fastS; i < len(rs); i++ {
+			rs[i].Src = d.srcLo + loadCol(b, srcOff+i*d.srcW, d.srcW, ms)
+		}
 	}
 	next = d.dstLo
 	md := widthMask(d.dstW)
-	for i := range rs {
-		if d.dstW != 0 {
-			next = d.dstLo + loadCol(b, dstOff+i*d.dstW, d.dstW, md)
+	if d.dstW == 0 {
+		for i := range rs {
+			rs[i].Dst = next
+			next += rs[i].Len
 		}
-		rs[i].Dst = next
-		next += rs[i].Len
+	} else {
+		fastD := fastEntries(len(b), dstOff, d.dstW, d.n)
+		for i := range rs[:fastD] {
+			rs[i].Dst = d.dstLo + load8(b, dstOff+i*d.dstW, md)
+		}
+		for i := fastD; i < len(rs); i++ {
+			rs[i].Dst = d.dstLo + loadCol(b, dstOff+i*d.dstW, d.dstW, md)
+		}
 	}
 	p.Ranges = rs
 }

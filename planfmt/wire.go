@@ -210,6 +210,25 @@ func loadCol(b []byte, off, w int, mask uint64) uint64 {
 	return loadUint(b[off:], w)
 }
 
+// fastEntries is how many of a column's n entries of w bytes, starting
+// at off in a message of size bytes, can be read with one unchecked
+// 8-byte load each (load8): those whose 8 bytes end inside the message.
+func fastEntries(size, off, w, n int) int {
+	if w == 0 {
+		return n
+	}
+	if room := size - off - 8; room >= 0 {
+		return min(n, room/w+1)
+	}
+	return 0
+}
+
+// load8 reads a column value with one 8-byte load; the caller has made
+// sure the 8 bytes lie inside b (fastEntries). Unlike loadCol it inlines.
+func load8(b []byte, off int, mask uint64) uint64 {
+	return binary.LittleEndian.Uint64(b[off:off+8:off+8]) & mask
+}
+
 // storeCol writes a value that fits in w bytes at b[off:]. With 8 bytes of
 // room it stores 8: the extra zero bytes land on values written later (the
 // encoder fills each column, then the next, in increasing order).
