@@ -200,7 +200,8 @@ func (r *Runner) runEngramCPU(ctx context.Context, e *engramEnv, w *Workload) (W
 	packOnly := func() error {
 		return pack.ParallelGather(e.workers, packed, e.snap.Rows, ids, pack.Layout{Rows: len(ids), RowBytes: R})
 	}
-	for rep := -c.Warmup; rep < c.Reps; rep++ {
+	reps := w.Reps(c)
+	for rep := -c.Warmup; rep < reps; rep++ {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
@@ -212,7 +213,7 @@ func (r *Runner) runEngramCPU(ctx context.Context, e *engramEnv, w *Workload) (W
 		for _, f := range sides {
 			_ = f()
 		}
-		if rep == -c.Warmup || rep == c.Reps-1 {
+		if rep == -c.Warmup || rep == reps-1 {
 			for i := range out {
 				out[i] = ^out[i] // a stale output cannot pass the check
 			}
@@ -312,7 +313,8 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 			})
 		})
 	}
-	for rep := -c.Warmup; rep < c.Reps; rep++ {
+	reps := w.Reps(c)
+	for rep := -c.Warmup; rep < reps; rep++ {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
@@ -321,7 +323,7 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 				return res, err
 			}
 		}
-		if rep == -c.Warmup || rep == c.Reps-1 {
+		if rep == -c.Warmup || rep == reps-1 {
 			if err := e.checkRows(localOut, ids); err != nil {
 				return res, err
 			}

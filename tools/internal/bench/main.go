@@ -134,7 +134,9 @@ func newProgress(c *Config, stderr io.Writer) *progressbar.ProgressBar {
 	}
 	total := 0
 	for _, p := range c.Passes {
-		total += len(p.Workloads) * (c.Reps + c.Warmup)
+		for i := range p.Workloads {
+			total += p.Workloads[i].Reps(c) + c.Warmup
+		}
 	}
 	return progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("scatterbench"),
 		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),

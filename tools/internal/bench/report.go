@@ -71,8 +71,8 @@ func PrintTable(out io.Writer, c *Config, passes []PassResult) {
 			seed += " (from the clock; rerun with -seed " + seed + ")"
 		}
 		fmt.Fprintf(out, "\nscatterbench: transport %s, owner %s, seed %s\n", p.Transport, p.Owner, seed)
-		fmt.Fprintf(out, "  %d reps (+%d warmup) per workload and mode, %d caller(s), GOMAXPROCS %d, load %s -> %s\n",
-			c.Reps, c.Warmup, c.Callers, runtime.GOMAXPROCS(0), f2(p.LoadBefore), f2(p.LoadAfter))
+		fmt.Fprintf(out, "  %d reps (at least %d for latency-sized workloads; +%d warmup) per workload and mode, %d caller(s), GOMAXPROCS %d, load %s -> %s\n",
+			c.Reps, LatencyMinReps, c.Warmup, c.Callers, runtime.GOMAXPROCS(0), f2(p.LoadBefore), f2(p.LoadAfter))
 		fmt.Fprintf(out, "  goodput = payload / p50 of the full API time, window = payload / median bulk window, both in Gbit/s (1e9 bit/s);\n")
 		fmt.Fprintf(out, "  plan..complete: median stage times in ms; staging peak/bound: most staging bytes one op held / its P x C\n\n")
 		rows := [][]string{{"workload", "mode", "chosen", "frags", "payload", "p50 ms", "p95 ms", "goodput", "window",

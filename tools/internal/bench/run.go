@@ -237,7 +237,7 @@ func (s *session) runWorkload(ctx context.Context, w *Workload, r *Runner) (Work
 		stepModes
 	)
 	steps := stepModes + len(all)
-	total := c.Warmup + c.Reps
+	total := c.Warmup + w.Reps(c)
 	var failure error
 	for rep := 0; rep < total && failure == nil; rep++ {
 		measured, verify := rep >= c.Warmup, rep == 0 || rep == total-1

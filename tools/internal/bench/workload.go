@@ -58,7 +58,16 @@ type Workload struct {
 	// column, instead of a scatter plan.
 	Engram string
 	Tokens int
+	// MinReps raises -reps for latency-sized workloads, whose repetitions
+	// are cheap: a p95 over 20 samples is the second-largest sample.
+	MinReps int
 }
+
+// LatencyMinReps is MinReps of the latency-sized named workloads.
+const LatencyMinReps = 200
+
+// Reps is how many measured repetitions w gets under c.
+func (w *Workload) Reps(c *Config) int { return max(c.Reps, w.MinReps) }
 
 // Named is the table of named workloads, the one place to add more (later
 // issues add engram-*, reshard-*, structobj-*). "matrix" (Matrix) and
@@ -72,15 +81,15 @@ var Named = []Workload{
 		Doc: "64 random 512 KiB ranges into a contiguous destination (the direct control's geometry)"},
 	{Name: "mixed", Dir: verbs.OpRead, Small: Frags{264, 32_768}, Large: Frags{512 << 10, 64}, Src: Random, Dst: Contiguous,
 		Doc: "32,768 random 264 B ranges and 64 random 512 KiB ranges, interleaved, into a contiguous destination (a Reshard mix; ranges plan)"},
-	{Name: "single-read", Dir: verbs.OpRead, Small: Frags{264, 1}, Src: Random, Dst: Contiguous,
+	{Name: "single-read", Dir: verbs.OpRead, Small: Frags{264, 1}, Src: Random, Dst: Contiguous, MinReps: LatencyMinReps,
 		Doc: "one random 264 B row: the latency of a minimal operation"},
 	{Name: "engram-cpu", Dir: verbs.OpRead, Small: Frags{264, 4096 * 24}, Src: Random, Dst: Contiguous, Engram: EngramCPU, Tokens: 4096,
 		Doc: "local Engram lookup, T=4096 K=24 R=264 from a snapshot of -table-bytes (ceiling: pack-only of the same ids, same workers)"},
-	{Name: "engram-remote-t1", Dir: verbs.OpRead, Small: Frags{264, 1 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 1,
+	{Name: "engram-remote-t1", Dir: verbs.OpRead, Small: Frags{264, 1 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 1, MinReps: LatencyMinReps,
 		Doc: "remote Engram lookup, T=1 K=24 R=264, from an owner in this process over the pass's transport (ceilings: rtt, local lookup of the same ids)"},
-	{Name: "engram-remote-t4", Dir: verbs.OpRead, Small: Frags{264, 4 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 4,
+	{Name: "engram-remote-t4", Dir: verbs.OpRead, Small: Frags{264, 4 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 4, MinReps: LatencyMinReps,
 		Doc: "remote Engram lookup, T=4 K=24 R=264 (as engram-remote-t1)"},
-	{Name: "engram-remote-t16", Dir: verbs.OpRead, Small: Frags{264, 16 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 16,
+	{Name: "engram-remote-t16", Dir: verbs.OpRead, Small: Frags{264, 16 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 16, MinReps: LatencyMinReps,
 		Doc: "remote Engram lookup, T=16 K=24 R=264 (as engram-remote-t1)"},
 }
 
