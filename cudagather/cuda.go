@@ -348,11 +348,17 @@ func (c *Context) Alloc(n int64) (DevPtr, error) {
 
 // Free frees device memory from Alloc. Pending work must not use it.
 func (c *Context) Free(p DevPtr) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
 	return c.current(func() error { return cuErr("cuMemFree", cu.MemFree(cu.DevicePtr(p))) })
 }
 
 // CopyIn copies src to device memory at dst (synchronous).
 func (c *Context) CopyIn(dst DevPtr, src []byte) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
 	if len(src) == 0 {
 		return nil
 	}
@@ -363,6 +369,9 @@ func (c *Context) CopyIn(dst DevPtr, src []byte) error {
 
 // CopyOut copies device memory at src into dst (synchronous).
 func (c *Context) CopyOut(dst []byte, src DevPtr) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
 	if len(dst) == 0 {
 		return nil
 	}
@@ -374,6 +383,9 @@ func (c *Context) CopyOut(dst []byte, src DevPtr) error {
 // CopyDevice copies n bytes of device memory from src to dst, in order
 // on s.
 func (c *Context) CopyDevice(dst, src DevPtr, n int64, s Stream) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
 	cs := *(*cu.Stream)(unsafe.Pointer(&s))
 	return c.current(func() error {
 		return cuErr("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), n, cs))
@@ -382,6 +394,9 @@ func (c *Context) CopyDevice(dst, src DevPtr, n int64, s Stream) error {
 
 // Memset fills n bytes at p with v, in order on s.
 func (c *Context) Memset(p DevPtr, v byte, n int64, s Stream) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
 	return driverErr("cuMemsetD8Async", C.sk_memset_async(c.ctx, C.CUdeviceptr(p), C.uchar(v), C.size_t(n), cstream(s)))
 }
 
@@ -411,12 +426,18 @@ func (c *Context) NewStream() (Stream, error) {
 
 // DestroyStream destroys a stream from NewStream.
 func (c *Context) DestroyStream(s Stream) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
 	cs := *(*cu.Stream)(unsafe.Pointer(&s))
 	return c.current(func() error { return cuErr("cuStreamDestroy", cs.Destroy()) })
 }
 
 // Sync waits until s has done all its work.
 func (c *Context) Sync(s Stream) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
 	return driverErr("cuStreamSynchronize", C.sk_sync(c.ctx, cstream(s)))
 }
 
@@ -604,21 +625,23 @@ func (c *Context) Status(s Stream, k int) error {
 	if c.closed {
 		return ErrClosed
 	}
-	if r := C.sk_dtoh_async(c.ctx, unsafe.Pointer(&c.host[0]), C.CUdeviceptr(c.status), 8, cstream(s)); r != C.CUDA_SUCCESS {
+	// Under c.mu: the raw driver calls, not the methods (they take c.mu).
+	cs := cstream(s)
+	if r := C.sk_dtoh_async(c.ctx, unsafe.Pointer(&c.host[0]), C.CUdeviceptr(c.status), 8, cs); r != C.CUDA_SUCCESS {
 		return driverErr("cuMemcpyDtoHAsync", r)
 	}
-	if err := c.Sync(s); err != nil {
-		return err
+	if r := C.sk_sync(c.ctx, cs); r != C.CUDA_SUCCESS {
+		return driverErr("cuStreamSynchronize", r)
 	}
 	v := *(*uint64)(unsafe.Pointer(&c.host[0]))
 	if v == 0 {
 		return nil
 	}
-	if err := c.Memset(c.status, 0, 8, s); err != nil {
-		return err
+	if r := C.sk_memset_async(c.ctx, C.CUdeviceptr(c.status), 0, 8, cs); r != C.CUDA_SUCCESS {
+		return driverErr("cuMemsetD8Async", r)
 	}
-	if err := c.Sync(s); err != nil {
-		return err
+	if r := C.sk_sync(c.ctx, cs); r != C.CUDA_SUCCESS {
+		return driverErr("cuStreamSynchronize", r)
 	}
 	i := statusIndex(v)
 	if k < 1 {
