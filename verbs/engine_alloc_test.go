@@ -2,6 +2,7 @@ package verbs_test
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,12 +29,22 @@ func TestAllocs(t *testing.T) {
 					_, err := f.eng.Do(ctx, op)
 					require.NoError(t, err)
 				}
-				return testing.AllocsPerRun(20, func() {
-					res, err := f.eng.Do(ctx, op)
-					if err != nil || res.Mode != mode {
-						t.Fatalf("mode %v: %v (%v)", res.Mode, err, res.FallbackErr)
-					}
-				})
+				// The least of three measurements: a path that allocates
+				// per operation allocates in all three, while a machine
+				// busy with other test packages can make the transport
+				// grow a buffer once in a while (a new batch when all of a
+				// lane's recycled ones are queued), which is not per
+				// operation.
+				least := math.Inf(1)
+				for range 3 {
+					least = min(least, testing.AllocsPerRun(20, func() {
+						res, err := f.eng.Do(ctx, op)
+						if err != nil || res.Mode != mode {
+							t.Fatalf("mode %v: %v (%v)", res.Mode, err, res.FallbackErr)
+						}
+					}))
+				}
+				return least
 			}
 			for _, mode := range []verbs.Mode{verbs.ModeDirect, verbs.ModeGather} {
 				small, large := allocs(mode, 300), allocs(mode, 3000)

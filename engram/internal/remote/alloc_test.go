@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,15 +51,22 @@ func TestLookupAllocs(t *testing.T) {
 					for range warm {
 						require.NoError(t, Lookup(ctx, e.cli, q))
 					}
+					// The least of three measurements (see verbs TestAllocs:
+					// a busy machine can make the transport grow a buffer
+					// now and then; a per-lookup allocation shows in all
+					// three).
 					before := e.cli.Stats()
-					allocs := testing.AllocsPerRun(20, func() {
-						if err := Lookup(ctx, e.cli, q); err != nil {
-							t.Fatal(err)
-						}
-					})
+					allocs := math.Inf(1)
+					for range 3 {
+						allocs = min(allocs, testing.AllocsPerRun(20, func() {
+							if err := Lookup(ctx, e.cli, q); err != nil {
+								t.Fatal(err)
+							}
+						}))
+					}
 					st := e.cli.Stats()
-					ops := (st.Ops - before.Ops) / 21
-					t.Logf("%.1f allocs per lookup of %d ops (direct %d, gather %d per 21)", allocs, ops,
+					ops := (st.Ops - before.Ops) / 63
+					t.Logf("%.1f allocs per lookup of %d ops (direct %d, gather %d per 63)", allocs, ops,
 						st.Direct-before.Direct, st.Gather-before.Gather)
 					if raceBuild() {
 						require.LessOrEqual(t, allocs, float64(8*ops+8))
