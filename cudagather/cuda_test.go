@@ -519,13 +519,21 @@ func BenchmarkVariants(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer tab.Close()
-	for _, n := range []int{4096 * 24, 43690 * 24} {
+	for _, n := range []int{1024 * 24, 4096 * 24, 10240 * 24, 20480 * 24, 43690 * 24} {
 		T, K := n/24, 24
 		ids := make([]int64, n)
 		for i := range ids {
 			ids[i] = r.Int64N(rows)
 		}
 		idp := devBytes(b, idBytes(ids, true))
+		idSets := []DevPtr{idp}
+		for range 3 {
+			more := make([]int64, n)
+			for i := range more {
+				more[i] = r.Int64N(rows)
+			}
+			idSets = append(idSets, devBytes(b, idBytes(more, true)))
+		}
 		out, _ := testCtx.Alloc(int64(n * R))
 		req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
 		req.TokenMajor(R)
@@ -560,14 +568,23 @@ func BenchmarkVariants(b *testing.B) {
 			if !bytes.Equal(got, wantRows) {
 				b.Fatalf("variant %s: wrong rows", v.name)
 			}
-			for _, mult := range []int64{1, 0} { // x resident blocks; 0: one block per 8 warps of work
+			for _, mult := range []int64{1} { // x resident blocks
 				blocks := int64(testCtx.sms) * int64(testCtx.occ[name]) * mult
 				if mult == 0 {
 					blocks = (p.n/int64(v.perWarp) + 7) / 8
 				}
+				// Four id sets in turn, so no run finds the previous run's
+				// rows in the 60 MB L2.
+				var ps [4]plan
+				for i := range ps {
+					ps[i] = p
+					binary.LittleEndian.PutUint64(ps[i].args[0:], uint64(idSets[i]))
+				}
+				turn := 0
 				per := timePer(b, s, 200, func() error {
 					f := testCtx.fns[name]
-					return driverErr("launch", launchRaw(testCtx, f, blocks, s, &p))
+					turn++
+					return driverErr("launch", launchRaw(testCtx, f, blocks, s, &ps[turn%4]))
 				})
 				gbs := 2 * float64(n*R) / per.Seconds() / 1e9
 				b.Logf("variant %s N=%d blocks=%d (occ %d/SM): %v, %.0f GB/s r+w, %.3f of d2d", v.name, n, blocks, testCtx.occ[name], per, gbs, gbs/4200)
