@@ -443,11 +443,26 @@ func BenchmarkGather(b *testing.B) {
 				ids[i] = r.Int64N(rows)
 			}
 			idp := devBytes(b, idBytes(ids, true))
+			// Four id sets in turn: no run finds the last run's rows in L2.
+			idSets := []DevPtr{idp}
+			for range 3 {
+				more := make([]int64, n)
+				for i := range more {
+					more[i] = r.Int64N(rows)
+				}
+				idSets = append(idSets, devBytes(b, idBytes(more, true)))
+			}
 			out, _ := testCtx.Alloc(int64(n * R))
 			req := &Request{Tables: slices.Repeat([]*Table{dt}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
 			req.TokenMajor(R)
 			reps := max(20, min(2000, (1<<28)/(n*R)))
-			per := timePer(b, s, reps, func() error { return testCtx.Lookup(s, req) })
+			turn := 0
+			per := timePer(b, s, reps, func() error {
+				turn++
+				req.IDs = idSets[turn%4]
+				return testCtx.Lookup(s, req)
+			})
+			req.IDs = idp
 			gbs := 2 * float64(n*R) / per.Seconds() / 1e9
 			// The same bytes copied device to device, timed the same way:
 			// the ceiling for a kernel of this size (launch gaps, ramp-up).
