@@ -672,6 +672,27 @@ func BenchmarkVariants(b *testing.B) {
 		b.Fatal(err)
 	}
 	per := timePer(b, s, 20, func() error { return testCtx.enqueue(s, &req2, &p) })
+	// And in 2 MiB pages proper (MAP_HUGETLB), when huge pages are reserved.
+	if hb, err := unix.Mmap(-1, 0, 1<<30, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_HUGETLB); err != nil {
+		b.Logf("variant host-hugetlb: skipped (%v; reserve pages in /proc/sys/vm/nr_hugepages)", err)
+	} else {
+		copy(hb, hsrc)
+		ht3, err := testCtx.RegisterHost(hb[:hrows*R], hrows, R)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req3 := *req
+		req3.Tables = slices.Repeat([]*Table{ht3}, K)
+		var p3 plan
+		if err := req3.check(&p3, testCtx.status); err != nil {
+			b.Fatal(err)
+		}
+		per := timePer(b, s, 20, func() error { return testCtx.enqueue(s, &req3, &p3) })
+		b.Logf("variant host-hugetlb %s N=%d: %v, %.1f GB/s", p3.kernel.name, n, per, float64(n*R)/per.Seconds()/1e9)
+		_ = testCtx.Sync(s)
+		ht3.Close()
+		_ = unix.Munmap(hb)
+	}
 	thp, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	b.Logf("variant host-THP %s N=%d: %v, %.1f GB/s (THP: %s)", p.kernel.name, n, per, float64(n*R)/per.Seconds()/1e9, strings.TrimSpace(string(thp)))
 }
