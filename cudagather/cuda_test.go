@@ -765,3 +765,48 @@ func BenchmarkLaunchOverhead(b *testing.B) {
 		testCtx.Free(out)
 	}
 }
+
+// TestProfileTarget runs one R=264 lookup of N rows (CUDAGATHER_PROFILE=N)
+// from a 2 GiB device table, for a profiler to attach to, e.g.
+//
+//	CUDAGATHER_PROFILE=1048560 ncu --clock-control none -k regex:sk_ \
+//	    .gpu/cudagather.test -test.run TestProfileTarget
+//
+// Without the variable it skips.
+func TestProfileTarget(t *testing.T) {
+	nv := os.Getenv("CUDAGATHER_PROFILE")
+	if nv == "" {
+		t.Skip("set CUDAGATHER_PROFILE=N to run one lookup of N rows for a profiler")
+	}
+	var n int
+	if _, err := fmt.Sscan(nv, &n); err != nil || n < 24 {
+		t.Fatalf("CUDAGATHER_PROFILE=%q: want a row count >= 24", nv)
+	}
+	r := newRand(t)
+	const R = 264
+	rows := int64((2 << 30) / R)
+	tab, err := testCtx.Upload(mapRows(t, r, int(rows)*R), rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	K := 24
+	T := n / K
+	ids := make([]int64, T*K)
+	for i := range ids {
+		ids[i] = r.Int64N(rows)
+	}
+	out, _ := testCtx.Alloc(int64(T * K * R))
+	defer testCtx.Free(out)
+	req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: devBytes(t, idBytes(ids, true)), IDs64: true, T: T, K: K,
+		Out: out, OutBytes: int64(T * K * R)}
+	req.TokenMajor(R)
+	for range 2 {
+		if err := testCtx.Lookup(0, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := testCtx.Sync(0); err != nil {
+		t.Fatal(err)
+	}
+}
