@@ -197,23 +197,6 @@ func openStore(ctx context.Context, dir, ns string, only []string, pin engram.Pi
 	return s, m, err
 }
 
-// patternReader streams the generated rows of a seed.
-type patternReader struct {
-	seed, off, n uint64
-}
-
-func (r *patternReader) Read(p []byte) (int, error) {
-	if r.off >= r.n {
-		return 0, io.EOF
-	}
-	if uint64(len(p)) > r.n-r.off {
-		p = p[:r.n-r.off]
-	}
-	pattern.Fill(p, r.seed, r.off)
-	r.off += uint64(len(p))
-	return len(p), nil
-}
-
 func cmdPopulate(ctx context.Context, dir, ns, table, from, gen string, stdout io.Writer) error {
 	if table == "" {
 		return errors.New("-table is required")
@@ -250,7 +233,7 @@ func cmdPopulate(ctx context.Context, dir, ns, table, from, gen string, stdout i
 		if err != nil {
 			return fmt.Errorf("-gen %q: want an unsigned integer seed", gen)
 		}
-		src = &patternReader{seed: seed, n: uint64(spec.Size())}
+		src = pattern.Reader(seed, uint64(spec.Size()))
 	}
 	start := time.Now()
 	if err := s.PopulateFrom(table, src); err != nil {

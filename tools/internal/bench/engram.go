@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -73,7 +72,7 @@ func (r *Runner) engramEnvFor(ctx context.Context, rowBytes int) (*engramEnv, er
 	if err != nil {
 		return nil, errors.Join(err, r.closeEngram())
 	}
-	src := &patternReader{seed: e.seed, n: uint64(e.spec.Size())}
+	src := pattern.Reader(e.seed, uint64(e.spec.Size()))
 	if err := e.store.PopulateFrom(engramTable, src); err != nil {
 		return nil, errors.Join(err, r.closeEngram())
 	}
@@ -103,21 +102,6 @@ func (r *Runner) closeEngram() error {
 		err = errors.Join(err, e.store.Close())
 	}
 	return errors.Join(err, os.RemoveAll(e.dir))
-}
-
-// patternReader streams bytes [0, n) of a pattern seed.
-type patternReader struct{ seed, off, n uint64 }
-
-func (p *patternReader) Read(b []byte) (int, error) {
-	if p.off >= p.n {
-		return 0, io.EOF
-	}
-	if uint64(len(b)) > p.n-p.off {
-		b = b[:p.n-p.off]
-	}
-	pattern.Fill(b, p.seed, p.off)
-	p.off += uint64(len(b))
-	return len(b), nil
 }
 
 // checkRows reports the first output row that does not hold its id's

@@ -131,13 +131,7 @@ func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr Pass
 	}
 	for i := range engramW {
 		wr, err := r.runEngram(ctx, p.Transport, &engramW[i])
-		pr.Workloads = append(pr.Workloads, wr)
-		for _, l := range wr.Lines {
-			r.emitLine(l)
-		}
-		for _, l := range wr.Ceilings {
-			r.emitLine(l)
-		}
+		r.record(&pr, wr)
 		if err != nil {
 			pr.Err = err
 			return pr
@@ -168,17 +162,22 @@ func (r *Runner) runScatter(ctx context.Context, p Pass, link *netns.Link, pr *P
 	}()
 	for i := range p.Workloads {
 		wr, err := s.runWorkload(ctx, &p.Workloads[i], r)
-		pr.Workloads = append(pr.Workloads, wr)
-		for _, l := range wr.Lines {
-			r.emitLine(l)
-		}
-		for _, l := range wr.Ceilings {
-			r.emitLine(l)
-		}
+		r.record(pr, wr)
 		if err != nil {
 			pr.Err = err
 			return
 		}
+	}
+}
+
+// record adds a workload's result to its pass and emits its JSON lines.
+func (r *Runner) record(pr *PassResult, wr WorkloadResult) {
+	pr.Workloads = append(pr.Workloads, wr)
+	for _, l := range wr.Lines {
+		r.emitLine(l)
+	}
+	for _, l := range wr.Ceilings {
+		r.emitLine(l)
 	}
 }
 

@@ -2,6 +2,7 @@ package pattern
 
 import (
 	"encoding/binary"
+	"io"
 	"runtime"
 	"sync"
 )
@@ -86,4 +87,22 @@ func ParallelFill(dst []byte, seed, off uint64, workers int) {
 		wg.Go(func() { Fill(dst[lo:hi], seed, off+uint64(lo)) })
 	}
 	wg.Wait()
+}
+
+// Reader streams bytes [0, n) of the stream of seed: generated rows for a
+// table, for instance, without holding them in memory.
+func Reader(seed, n uint64) io.Reader { return &reader{seed: seed, n: n} }
+
+type reader struct{ seed, off, n uint64 }
+
+func (r *reader) Read(b []byte) (int, error) {
+	if r.off >= r.n {
+		return 0, io.EOF
+	}
+	if uint64(len(b)) > r.n-r.off {
+		b = b[:r.n-r.off]
+	}
+	Fill(b, r.seed, r.off)
+	r.off += uint64(len(b))
+	return len(b), nil
 }

@@ -3,6 +3,7 @@ package pattern
 import (
 	"bytes"
 	"flag"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -160,5 +161,18 @@ func BenchmarkCheck(b *testing.B) {
 		if Check(buf, 7, 3) != -1 {
 			b.Fatal("mismatch")
 		}
+	}
+}
+
+func TestReader(t *testing.T) {
+	const seed, n = 77, 10_007
+	got, err := io.ReadAll(io.LimitReader(Reader(seed, n), n+100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, n)
+	Fill(want, seed, 0)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Reader gave %d bytes differing from Fill's %d", len(got), len(want))
 	}
 }
