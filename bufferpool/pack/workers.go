@@ -64,9 +64,84 @@ type Workers struct {
 // nothing.
 type job struct {
 	t      task
+	c      Chunks // set for Run: chunks are c's, not t's
 	gen    uint64
 	rows   int // rows per chunk (the last one may be shorter)
 	chunks int
+}
+
+// Chunks is work cut into numbered chunks that the goroutines of a
+// [Workers] may run in any order, each exactly once ([Workers.Run]): a
+// caller's own split of several gathers under one fork/join, say.
+type Chunks interface {
+	RunChunk(i int)
+}
+
+// Run runs chunks 0 to n-1 of c on k of w's goroutines, the caller
+// included (k is clamped to [1, Len]), which claim them from a shared
+// counter as a split gather does; it returns when all have run. A nil
+// *Workers, or k below 2, runs them on the caller. On closed Workers it
+// returns [ErrClosed] and runs nothing. c must stay valid until Run
+// returns; passing a pointer that outlives the call (a field of a
+// long-lived struct) keeps Run free of allocations.
+func (w *Workers) Run(k, n int, c Chunks) error {
+	if w != nil && w.closed.Load() {
+		return ErrClosed
+	}
+	if w == nil || k < 2 || n < 2 {
+		for i := range n {
+			c.RunChunk(i)
+		}
+		return nil
+	}
+	k = min(k, w.n)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed.Load() {
+		return ErrClosed
+	}
+	if w.jobs == nil {
+		w.start()
+	}
+	w.gen = (w.gen + 1) & math.MaxUint32
+	j := job{c: c, gen: w.gen, chunks: n}
+	w.left.Store(int64(n))
+	w.claim.Store(j.gen << 32)
+	for _, ch := range w.jobs[:k-1] {
+		offer(ch, j)
+	}
+	w.work(&j)
+	<-w.done
+	return nil
+}
+
+// Started reports whether w's helper goroutines are running: they start
+// on the first call that splits and stop at Close.
+func (w *Workers) Started() bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.jobs != nil
+}
+
+// Split returns how many of w's goroutines a job of rows rows of rowBytes
+// bytes each is worth, by the model of [Workers] (each goroutine's share
+// must be worth blockCostFactor fork/joins); 1 means run it on the caller.
+func (w *Workers) Split(rows, rowBytes int) int {
+	if w == nil {
+		return 1
+	}
+	return w.blocks(rows, uintptr(max(rowBytes, 1)))
+}
+
+// ChunkRows returns the rows per chunk when rows rows are shared by k
+// goroutines: about chunksPerWorker chunks each, at least minChunkRows
+// rows per chunk.
+func ChunkRows(rows, k int) int {
+	r, _ := chunking(rows, max(k, 1))
+	return r
 }
 
 // Cost model of the split threshold and the chunking; see [Workers].
@@ -214,9 +289,13 @@ func (w *Workers) work(j *job) {
 		if !w.claim.CompareAndSwap(c, c+1) {
 			continue
 		}
-		lo := int(uint32(c)) * j.rows
-		b := j.t.block(lo, min(j.rows, j.t.n-lo))
-		b.run()
+		if j.c != nil {
+			j.c.RunChunk(int(uint32(c)))
+		} else {
+			lo := int(uint32(c)) * j.rows
+			b := j.t.block(lo, min(j.rows, j.t.n-lo))
+			b.run()
+		}
 		if w.left.Add(-1) == 0 {
 			w.done <- struct{}{}
 		}

@@ -1,7 +1,6 @@
 package lookup
 
 import (
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -31,11 +30,11 @@ const maxDefaultWorkers = 8
 // [pack.Workers]: exactly the pack-only gather of its T*K ids. Any other
 // lookup is cut into several layouts (one per column, per group of
 // columns, or per token; see [Lookup]); a large one is then split into
-// chunks of rows of those layouts, and the caller and the helpers claim
-// chunks from a shared counter until none is left, so the whole lookup
-// pays one fork/join however many layouts it has, and the goroutines share
-// the rows by how fast each really runs. The chunk loop is a
-// [pack.GatherUnchecked] call.
+// chunks of rows of those layouts run by [pack.Workers.Run] on the same
+// workers: the caller and the helpers claim chunks from a shared counter
+// until none is left, so the whole lookup pays one fork/join however many
+// layouts it has, and the goroutines share the rows by how fast each
+// really runs. The chunk loop is a [pack.GatherUnchecked] call.
 //
 // A lookup splits over n goroutines only when each one's share of the T*K
 // rows is worth two fork/joins, by the cost model of [pack.Workers] (a
@@ -44,22 +43,17 @@ const maxDefaultWorkers = 8
 // goroutines.
 type Engine struct {
 	n      int
-	pw     *pack.Workers // single-layout lookups
+	pw     *pack.Workers // the helpers of every lookup that splits
 	closed atomic.Bool
 
-	// mu is held by a lookup that plans in scratch or splits over the
-	// helpers below.
+	// mu is held by a lookup that plans in scratch or splits a
+	// multi-layout lookup.
 	mu      sync.Mutex
 	scratch scratch
 
-	// The helpers of multi-layout lookups (started on first use).
-	jobs    []chan job
-	running sync.WaitGroup
-	claim   atomic.Uint64 // gen<<32 | next chunk to claim
-	left    atomic.Int64  // chunks not yet done
-	done    chan struct{} // one send per call, by whoever ends the last chunk
-	gen     uint64        // generation of the current call (under mu)
-	cur     split         // the current call (written under mu before claim)
+	// cur is the multi-layout lookup being split (under mu): a field, so
+	// that handing it to pw.Run as its Chunks allocates nothing.
+	cur split
 
 	// minRows, when positive, replaces the cost model's rows per
 	// goroutine (tests use it to split small lookups); noTouch turns off
@@ -94,25 +88,6 @@ type chunk struct {
 	task, lo, n int
 }
 
-// job tells a helper that call gen has chunks chunks to claim. A helper that
-// reads its job after that call ended finds the generation changed and
-// claims nothing.
-type job struct {
-	gen    uint64
-	chunks int
-}
-
-// The split model: see [Engine]. The constants are [pack.Workers]' (its
-// BenchmarkForkJoin and BenchmarkGather re-derive them on another machine).
-const (
-	forkJoinNs      = 20_000
-	rowNs           = 10
-	rowBytesPerNs   = 4
-	blockCostFactor = 2
-	chunksPerWorker = 16
-	minChunkRows    = 64
-)
-
 // NewEngine returns an engine whose large lookups use workers goroutines,
 // the caller included; workers below 1 means GOMAXPROCS, at most 8.
 // No goroutine starts before the first lookup that splits.
@@ -139,33 +114,26 @@ func (e *Engine) Close() {
 		return
 	}
 	e.mu.Lock()
-	if !e.closed.Swap(true) {
-		for _, c := range e.jobs {
-			close(c)
-		}
-		e.running.Wait()
-		e.jobs = nil
-	}
+	e.closed.Store(true)
 	e.mu.Unlock()
 	e.pw.Close()
 }
 
 // splits returns how many goroutines a lookup of rows rows of rowBytes
-// bytes runs on.
+// bytes runs on: the split model of [pack.Workers] (minRows, when set,
+// replaces its rows per goroutine).
 func (e *Engine) splits(rows, rowBytes int) int {
 	if e == nil {
 		return 1
 	}
-	k := min(e.n, runtime.GOMAXPROCS(0))
-	if k < 2 {
-		return 1
+	if e.minRows > 0 {
+		k := min(e.n, runtime.GOMAXPROCS(0))
+		if k < 2 {
+			return 1
+		}
+		return max(1, min(k, rows/e.minRows))
 	}
-	per := e.minRows
-	if per <= 0 {
-		perRow := rowNs + rowBytes/rowBytesPerNs
-		per = (blockCostFactor*forkJoinNs + perRow - 1) / perRow
-	}
-	return max(1, min(k, rows/per))
+	return e.pw.Split(rows, rowBytes)
 }
 
 // grow makes the scratch hold k columns.
@@ -181,14 +149,15 @@ func (s *scratch) grow(k int) {
 	s.plan.tasks = s.plan.tasks[:k]
 }
 
-// run splits the tasks of a validated lookup over n >= 2 goroutines; mu is
+// run splits the tasks of a validated lookup over n >= 2 goroutines of
+// the engine's pack.Workers, one fork/join for all its layouts; mu is
 // held.
-func (e *Engine) run(s *split, n int) {
+func (e *Engine) run(s *split, n int) error {
 	total := 0
 	for i := range s.tasks {
 		total += s.tasks[i].rows
 	}
-	per := max(minChunkRows, (total+n*chunksPerWorker-1)/(n*chunksPerWorker))
+	per := pack.ChunkRows(total, n)
 	chunks := e.scratch.chunks[:0]
 	for i := range s.tasks {
 		for lo := 0; lo < s.tasks[i].rows; lo += per {
@@ -197,56 +166,16 @@ func (e *Engine) run(s *split, n int) {
 	}
 	e.scratch.chunks = chunks
 	s.chunks = chunks
-	if e.jobs == nil {
-		e.start()
-	}
 	e.cur = *s
-	e.gen = (e.gen + 1) & math.MaxUint32
-	j := job{gen: e.gen, chunks: len(chunks)}
-	e.left.Store(int64(len(chunks)))
-	e.claim.Store(j.gen << 32)
-	for _, c := range e.jobs[:n-1] {
-		offer(c, j)
-	}
-	e.work(j)
-	<-e.done
+	err := e.pw.Run(n, len(chunks), &e.cur)
 	e.cur = split{}
+	return err
 }
 
-// offer puts j in c, replacing a job the helper has not read yet (which
-// belongs to an ended call); only the caller holding mu sends.
-func offer(c chan job, j job) {
-	select {
-	case c <- j:
-		return
-	default:
-	}
-	select {
-	case <-c:
-	default:
-	}
-	c <- j
-}
-
-// work claims and runs chunks of call j until none is left or the call
-// ended. The call's split is read only after a claim succeeds, when the
-// caller is still waiting for the claimed chunk.
-func (e *Engine) work(j job) {
-	for {
-		c := e.claim.Load()
-		if c>>32 != j.gen || int(uint32(c)) >= j.chunks {
-			return
-		}
-		if !e.claim.CompareAndSwap(c, c+1) {
-			continue
-		}
-		s := &e.cur
-		ch := s.chunks[uint32(c)]
-		s.gather(&s.tasks[ch.task], ch.lo, ch.n)
-		if e.left.Add(-1) == 0 {
-			e.done <- struct{}{}
-		}
-	}
+// RunChunk runs chunk i of the split (pack.Chunks).
+func (s *split) RunChunk(i int) {
+	ch := s.chunks[i]
+	s.gather(&s.tasks[ch.task], ch.lo, ch.n)
 }
 
 // gather runs rows [lo, lo+n) of t.
@@ -258,25 +187,5 @@ func (s *split) gather(t *task, lo, n int) {
 		pack.GatherUnchecked(s.buf, col.Rows, s.ids32[first:], l)
 	} else {
 		pack.GatherUnchecked(s.buf, col.Rows, s.ids64[first:], l)
-	}
-}
-
-// start launches the helpers; mu is held.
-func (e *Engine) start() {
-	e.jobs = make([]chan job, e.n-1)
-	e.done = make(chan struct{}, 1)
-	e.running.Add(len(e.jobs))
-	for i := range e.jobs {
-		c := make(chan job, 1)
-		e.jobs[i] = c
-		go e.help(c)
-	}
-}
-
-// help runs jobs until its channel closes.
-func (e *Engine) help(jobs <-chan job) {
-	defer e.running.Done()
-	for j := range jobs {
-		e.work(j)
 	}
 }

@@ -29,12 +29,26 @@ func TestSplitModel(t *testing.T) {
 	}
 	e := NewEngine(2)
 	defer e.Close()
-	perRow := rowNs + 264/rowBytesPerNs
-	threshold := (2*forkJoinNs + perRow - 1) / perRow
-	require.Equal(t, 1, e.splits(2*threshold-1, 264))
-	require.Equal(t, 2, e.splits(2*threshold, 264))
+	// The threshold is pack's: the first row count it splits.
+	threshold := 1
+	for e.pw.Split(threshold, 264) < 2 {
+		threshold *= 2
+	}
+	lo, hi := threshold/2, threshold
+	for lo+1 < hi {
+		if mid := (lo + hi) / 2; e.pw.Split(mid, 264) < 2 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	require.Equal(t, 1, e.splits(hi-1, 264))
+	require.Equal(t, 2, e.splits(hi, 264))
+	require.InDelta(t, 1050, hi, 100, "two goroutines from two fork/joins' worth of 264-byte rows each (about 1,050 rows)")
 	require.Equal(t, 2, e.splits(1<<30, 264))
-	require.Equal(t, 1, NewEngine(1).splits(1<<30, 264))
+	one := NewEngine(1)
+	defer one.Close()
+	require.Equal(t, 1, one.splits(1<<30, 264))
 }
 
 // TestSplitRuns checks that the engine's own split really runs (helpers
@@ -57,10 +71,7 @@ func TestSplitRuns(t *testing.T) {
 				name string
 				e    *Engine
 			}{{"default", e}}, cols, ids, tt, k, newOutput(r, layoutHead, tt, k, rowBytes))
-			e.mu.Lock()
-			started := e.jobs != nil
-			e.mu.Unlock()
-			require.True(t, started, "the helpers did not start")
+			require.True(t, e.pw.Started(), "the helpers did not start")
 		})
 	}
 }

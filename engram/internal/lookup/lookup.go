@@ -95,8 +95,7 @@ func Lookup[I pack.ID](e *Engine, cols []Column, ids []I, t, k int, out Output) 
 	}
 	sp := split{buf: out.Buf, cols: cols, rowBytes: rowBytes, tasks: tasks}
 	sp.ids32, sp.ids64 = eraseIDs(ids)
-	e.run(&sp, n)
-	return nil
+	return e.run(&sp, n)
 }
 
 // lookupSerial checks the ids, plans and runs a lookup on the caller's
