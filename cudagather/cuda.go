@@ -562,7 +562,7 @@ func (c *Context) Lookup(s Stream, r *Request) error {
 	}
 	p := c.getPlan()
 	defer c.putPlan(p)
-	if err := r.check(p, c.status); err != nil {
+	if err := r.check(p, c.status, c.sms); err != nil {
 		return err
 	}
 	if p.n == 0 {

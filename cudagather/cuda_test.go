@@ -562,7 +562,7 @@ func BenchmarkVariants(b *testing.B) {
 		b.Logf("variant copy-of-the-same-bytes N=%d: %v, %.0f GB/s r+w", n, same, 2*float64(n*R)/same.Seconds()/1e9)
 		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r4", 8}, {"sk_w8x16w_g16_m1_r4", 8}, {"sk_w8_g32_m2_r4", 4}} {
 			var p plan
-			if err := req.check(&p, testCtx.status); err != nil {
+			if err := req.check(&p, testCtx.status, testCtx.sms); err != nil {
 				b.Fatal(err)
 			}
 			p.kernel = v
@@ -627,7 +627,7 @@ func BenchmarkVariants(b *testing.B) {
 	req.TokenMajor(R)
 	for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r8", 16}, {"sk_w8x16_g16_m1_r4", 8}} {
 		var p plan
-		if err := req.check(&p, testCtx.status); err != nil {
+		if err := req.check(&p, testCtx.status, testCtx.sms); err != nil {
 			b.Fatal(err)
 		}
 		p.kernel = v
@@ -645,7 +645,7 @@ func BenchmarkVariants(b *testing.B) {
 		sreq := *req
 		sreq.IDs = devBytes(b, idBytes(sub, true))
 		var p plan
-		if err := sreq.check(&p, testCtx.status); err != nil {
+		if err := sreq.check(&p, testCtx.status, testCtx.sms); err != nil {
 			b.Fatal(err)
 		}
 		per := timePer(b, s, 20, func() error { return testCtx.enqueue(s, &sreq, &p) })
@@ -668,7 +668,7 @@ func BenchmarkVariants(b *testing.B) {
 	req2 := *req
 	req2.Tables = slices.Repeat([]*Table{ht2}, K)
 	var p plan
-	if err := req2.check(&p, testCtx.status); err != nil {
+	if err := req2.check(&p, testCtx.status, testCtx.sms); err != nil {
 		b.Fatal(err)
 	}
 	per := timePer(b, s, 20, func() error { return testCtx.enqueue(s, &req2, &p) })
@@ -684,7 +684,7 @@ func BenchmarkVariants(b *testing.B) {
 		req3 := *req
 		req3.Tables = slices.Repeat([]*Table{ht3}, K)
 		var p3 plan
-		if err := req3.check(&p3, testCtx.status); err != nil {
+		if err := req3.check(&p3, testCtx.status, testCtx.sms); err != nil {
 			b.Fatal(err)
 		}
 		per := timePer(b, s, 20, func() error { return testCtx.enqueue(s, &req3, &p3) })
@@ -720,7 +720,7 @@ func BenchmarkLaunchOverhead(b *testing.B) {
 		const n = 20000
 		start := time.Now()
 		for range n {
-			_ = req.check(&p, testCtx.status)
+			_ = req.check(&p, testCtx.status, testCtx.sms)
 		}
 		check := time.Since(start) / n
 		name := p.kernel.name + map[bool]string{true: "_c8", false: "_c64"}[k <= 8]
@@ -808,5 +808,51 @@ func TestProfileTarget(t *testing.T) {
 	}
 	if err := testCtx.Sync(0); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkSmallSpread compares rows in flight per warp for N=128
+// lookups: fewer rows per warp spread a small lookup over more SMs.
+func BenchmarkSmallSpread(b *testing.B) {
+	r := newRand(b)
+	const R, n, K = 264, 128, 8
+	rows := int64((256 << 20) / R)
+	src := mapRows(b, r, int(rows)*R)
+	dt, err := testCtx.Upload(src, rows, R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dt.Close()
+	ht, err := testCtx.RegisterHost(src, rows, R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ht.Close()
+	var idSets []DevPtr
+	for range 4 {
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = r.Int64N(rows)
+		}
+		idSets = append(idSets, devBytes(b, idBytes(ids, true)))
+	}
+	out, _ := testCtx.Alloc(n * R)
+	defer testCtx.Free(out)
+	for _, tab := range []*Table{dt, ht} {
+		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r8", 16}, {"sk_w8x16_g16_m1_r4", 8}, {"sk_w8x16_g16_m1_r1", 2}} {
+			req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: idSets[0], IDs64: true, T: n / K, K: K, Out: out, OutBytes: n * R}
+			req.TokenMajor(R)
+			var ps [4]plan
+			for i := range ps {
+				req.IDs = idSets[i]
+				if err := req.check(&ps[i], testCtx.status, testCtx.sms); err != nil {
+					b.Fatal(err)
+				}
+				ps[i].kernel = v
+			}
+			turn := 0
+			per := timePer(b, 0, 2000, func() error { turn++; return testCtx.enqueue(0, req, &ps[turn%4]) })
+			b.Logf("spread host=%v %s N=%d: %v per lookup", tab.Host(), v.name, n, per)
+		}
 	}
 }

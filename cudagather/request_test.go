@@ -43,7 +43,7 @@ func TestRequestCheck(t *testing.T) {
 			r := good()
 			tc.edit(r)
 			var p plan
-			err := r.check(&p, 0x8)
+			err := r.check(&p, 0x8, 132)
 			if tc.ok != (err == nil) {
 				t.Fatalf("check: %v, want ok=%v", err, tc.ok)
 			}
@@ -62,7 +62,7 @@ func TestArgsLayout(t *testing.T) {
 	r.HeadMajor(64)
 	r.Off = 128
 	var p plan
-	if err := r.check(&p, 0x8); err != nil {
+	if err := r.check(&p, 0x8, 132); err != nil {
 		t.Fatal(err)
 	}
 	le := binary.LittleEndian
@@ -104,6 +104,10 @@ func TestPickKernel(t *testing.T) {
 		{4096, []int64{0, 4096}, at(0x1000), "sk_w16_g32_m8_r1"},
 		{264, []int64{0, 264}, at(0x1000), "sk_w8x16_g16_m1_r4"},
 		{264, []int64{0, 264}, host, "sk_w8x16_g16_m1_r8"},
+		{-128, []int64{0, 264}, host, "sk_w8x16_g16_m1_r1"},
+		{-4096, []int64{0, 264}, host, "sk_w8x16_g16_m1_r8"},
+		{-2048, []int64{0, 264}, host, "sk_w8x16_g16_m1_r4"},
+		{-1024, []int64{0, 264}, at(0x1000), "sk_w8x16_g16_m1_r1"},
 		{520, []int64{0, 520}, at(0x1000), "sk_w8x16_g32_m1_r4"},
 		{64, []int64{8, 64}, at(0x1000), "sk_w8_g32_m1_r4"},
 		{300, []int64{0, 300}, at(0x1000), "sk_w4_g32_m4_r2"},
@@ -112,9 +116,14 @@ func TestPickKernel(t *testing.T) {
 		{1 << 20, []int64{0}, at(0x1000), "sk_any"},
 	}
 	for _, tc := range cases {
-		got := pickKernel(tc.r, tc.addrs, tc.tabs)
+		// A negative r is R=264 with -r rows: small lookups on 132 SMs.
+		r, n := tc.r, int64(1<<20)
+		if r < 0 {
+			r, n = 264, -r
+		}
+		got := pickKernel(r, tc.addrs, tc.tabs, n, 132)
 		if got.name != tc.want {
-			t.Errorf("R=%d addrs %v: %s, want %s", tc.r, tc.addrs, got.name, tc.want)
+			t.Errorf("R=%d n=%d addrs %v: %s, want %s", r, n, tc.addrs, got.name, tc.want)
 		}
 		found := false
 		for _, b := range kernelBases {

@@ -266,6 +266,7 @@ SK_BOTH(sk_w16_g32_m8_r1, (sk_gather<uint4, 32, 8, 1>(a)))
 // Rows of 16c+8 bytes (264 = 16*16+8), 8-byte aligned.
 SK_BOTH(sk_w8x16_g16_m1_r4, (sk_gather_8x16<16, 1, 4, false>(a)))
 SK_BOTH(sk_w8x16_g16_m1_r8, (sk_gather_8x16<16, 1, 8, false>(a)))
+SK_BOTH(sk_w8x16_g16_m1_r1, (sk_gather_8x16<16, 1, 1, false>(a)))
 SK_BOTH(sk_w8x16w_g16_m1_r4, (sk_gather_8x16<16, 1, 4, true>(a)))
 SK_BOTH6(sk_w8x16w6_g16_m1_r4, (sk_gather_8x16<16, 1, 4, true>(a)))
 SK_BOTH6(sk_w8x16w6_g16_m1_r2, (sk_gather_8x16<16, 1, 2, true>(a)))
