@@ -344,6 +344,20 @@ func TestRejectsBeforeLaunch(t *testing.T) {
 
 // --- benchmarks: ratios to ceilings measured in the same run ---
 
+// randomIDSets uploads sets sets of n random int64 ids below rows; timing
+// loops turn over them so no run finds the previous run's rows in L2.
+func randomIDSets(tb testing.TB, r *rand.Rand, sets, n int, rows int64) []DevPtr {
+	out := make([]DevPtr, sets)
+	for s := range out {
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = r.Int64N(rows)
+		}
+		out[s] = devBytes(tb, idBytes(ids, true))
+	}
+	return out
+}
+
 // jsonLine appends a JSON line (scatterbench schema) to $CUDAGATHER_JSON.
 func jsonLine(v map[string]any) {
 	path := os.Getenv("CUDAGATHER_JSON")
@@ -444,14 +458,7 @@ func BenchmarkGather(b *testing.B) {
 			}
 			idp := devBytes(b, idBytes(ids, true))
 			// Four id sets in turn: no run finds the last run's rows in L2.
-			idSets := []DevPtr{idp}
-			for range 3 {
-				more := make([]int64, n)
-				for i := range more {
-					more[i] = r.Int64N(rows)
-				}
-				idSets = append(idSets, devBytes(b, idBytes(more, true)))
-			}
+			idSets := append([]DevPtr{idp}, randomIDSets(b, r, 3, n, rows)...)
 			out, _ := testCtx.Alloc(int64(n * R))
 			req := &Request{Tables: slices.Repeat([]*Table{dt}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
 			req.TokenMajor(R)
@@ -541,14 +548,7 @@ func BenchmarkVariants(b *testing.B) {
 			ids[i] = r.Int64N(rows)
 		}
 		idp := devBytes(b, idBytes(ids, true))
-		idSets := []DevPtr{idp}
-		for range 3 {
-			more := make([]int64, n)
-			for i := range more {
-				more[i] = r.Int64N(rows)
-			}
-			idSets = append(idSets, devBytes(b, idBytes(more, true)))
-		}
+		idSets := append([]DevPtr{idp}, randomIDSets(b, r, 3, n, rows)...)
 		out, _ := testCtx.Alloc(int64(n * R))
 		req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
 		req.TokenMajor(R)
@@ -828,14 +828,7 @@ func BenchmarkSmallSpread(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ht.Close()
-	var idSets []DevPtr
-	for range 4 {
-		ids := make([]int64, n)
-		for i := range ids {
-			ids[i] = r.Int64N(rows)
-		}
-		idSets = append(idSets, devBytes(b, idBytes(ids, true)))
-	}
+	idSets := randomIDSets(b, r, 4, n, rows)
 	out, _ := testCtx.Alloc(n * R)
 	defer testCtx.Free(out)
 	for _, tab := range []*Table{dt, ht} {
