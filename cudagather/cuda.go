@@ -6,6 +6,7 @@ package cudagather
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
 #include <stddef.h>
+#include <string.h>
 
 // One cgo call per launch: make the context current on this thread, then
 // launch with the packed parameter block (copied by the driver).
@@ -28,6 +29,70 @@ static CUresult sk_launch_params(CUcontext ctx, CUfunction f, unsigned int grid,
 	}
 	void *params[] = {args};
 	return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, NULL);
+}
+
+// sk_pool_create makes the context's stream-ordered memory pool for the
+// ordering scratch (*pool stays NULL where the device has no pools); the
+// pool keeps up to keep bytes between lookups instead of returning them.
+static CUresult sk_pool_create(CUcontext ctx, CUdevice dev, unsigned long long keep, CUmemoryPool *pool) {
+	*pool = NULL;
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	int ok = 0;
+	r = cuDeviceGetAttribute(&ok, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev);
+	if (r != CUDA_SUCCESS || !ok) return r;
+	CUmemPoolProps props;
+	memset(&props, 0, sizeof props);
+	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	props.location.id = dev;
+	r = cuMemPoolCreate(pool, &props);
+	if (r != CUDA_SUCCESS) {
+		*pool = NULL;
+		return r;
+	}
+	cuuint64_t k = keep;
+	r = cuMemPoolSetAttribute(*pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &k);
+	if (r != CUDA_SUCCESS) {
+		cuMemPoolDestroy(*pool);
+		*pool = NULL;
+	}
+	return r;
+}
+
+static CUresult sk_pool_destroy(CUcontext ctx, CUmemoryPool pool) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuMemPoolDestroy(pool);
+}
+
+// sk_launch_ordered enqueues an ordered lookup on s in one cgo call: the
+// scratch from the pool (stream-ordered, so it is a memory node when
+// captured), its counts zeroed, the three ordering kernels, the ordered
+// gather, and the scratch's release. Without scratch (the pool cannot
+// grow) the plain gather runs instead. args[order_at] holds the scratch's address only
+// while the launches copy the block.
+static CUresult sk_launch_ordered(CUcontext ctx, CUmemoryPool pool, CUstream s,
+                                  CUfunction count, CUfunction scan, CUfunction place, CUfunction gather, CUfunction plain,
+                                  unsigned int grid_n, unsigned int grid_g, void *args, size_t size,
+                                  size_t order_at, size_t scratch, unsigned int buckets) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	void *cfg[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+	CUdeviceptr d = 0;
+	if (cuMemAllocFromPoolAsync(&d, scratch, pool, s) != CUDA_SUCCESS) {
+		return cuLaunchKernel(plain, grid_g, 1, 1, 256, 1, 1, 0, s, NULL, cfg);
+	}
+	unsigned long long *order = (unsigned long long *)((char *)args + order_at);
+	*order = d;
+	r = cuMemsetD32Async(d, 0, buckets, s);
+	if (r == CUDA_SUCCESS) r = cuLaunchKernel(count, grid_n, 1, 1, 256, 1, 1, 0, s, NULL, cfg);
+	if (r == CUDA_SUCCESS) r = cuLaunchKernel(scan, 1, 1, 1, 1024, 1, 1, 0, s, NULL, cfg);
+	if (r == CUDA_SUCCESS) r = cuLaunchKernel(place, grid_n, 1, 1, 256, 1, 1, 0, s, NULL, cfg);
+	if (r == CUDA_SUCCESS) r = cuLaunchKernel(gather, grid_g, 1, 1, 256, 1, 1, 0, s, NULL, cfg);
+	*order = 0;
+	CUresult f = cuMemFreeAsync(d, s);
+	return r != CUDA_SUCCESS ? r : f;
 }
 
 static CUresult sk_register(CUcontext ctx, void *p, size_t n, CUdeviceptr *d) {
@@ -108,6 +173,7 @@ import "C"
 import (
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -132,9 +198,10 @@ type Context struct {
 	dev    cu.Device
 	ctx    C.CUcontext
 	sms    int
-	fns    map[string]C.CUfunction // by full name (base, _c8/_c64, _checked)
+	fns    map[string]C.CUfunction // by full name (base, _c8/_c64, _o, _checked)
 	occ    map[string]int          // resident 256-thread blocks per SM, by full name
 	status DevPtr                  // 8-byte status word
+	pool   C.CUmemoryPool          // ordering scratch (nil: ordered lookups run unordered)
 
 	worker chan func() // the locked OS thread that owns the context's lifetime
 
@@ -229,11 +296,13 @@ func (c *Context) setup(ordinal int) error {
 	}
 	var names []string
 	for _, b := range kernelBases {
-		for _, c := range []string{"_c8", "_c64"} {
+		for _, c := range []string{"_c8", "_c64", "_c8_o", "_c64_o"} {
 			names = append(names, b+c, b+c+"_checked")
 		}
 	}
-	names = append(names, "sk_validate_c8", "sk_validate_c64")
+	for _, b := range []string{"sk_validate", "sk_order_count", "sk_order_scan", "sk_order_place"} {
+		names = append(names, b+"_c8", b+"_c64")
+	}
 	for _, n := range names {
 		f, err := mod.Function(n)
 		if err != nil {
@@ -259,8 +328,20 @@ func (c *Context) setup(ordinal int) error {
 		return cuErr("cuMemsetD8", err)
 	}
 	c.status = DevPtr(st)
+	if r := C.sk_pool_create(c.ctx, C.CUdevice(c.dev), poolKeep, &c.pool); r != C.CUDA_SUCCESS {
+		_ = cu.MemFree(st)
+		_ = dev.ReleasePrimaryCtx()
+		return driverErr("cuMemPoolCreate", r)
+	}
 	return nil
 }
+
+// poolKeep is how much ordering scratch the pool keeps between lookups
+// (4 bytes a row: 64 MiB is a 16M-row lookup's).
+const poolKeep = 64 << 20
+
+// orderBuckets is SK_BUCKETS in kernels/gather.cu.
+const orderBuckets = 4096
 
 // onThread runs f on the context's own thread.
 func (c *Context) onThread(f func() error) error {
@@ -310,11 +391,12 @@ func (c *Context) Close() error {
 	c.closed = true
 	err := c.onThread(func() error {
 		e1 := cuErr("cuMemFree", cu.MemFree(cu.DevicePtr(c.status)))
-		e2 := cuErr("cuDevicePrimaryCtxRelease", c.dev.ReleasePrimaryCtx())
-		if e1 != nil {
-			return e1
+		var e0 error
+		if c.pool != nil {
+			e0 = driverErr("cuMemPoolDestroy", C.sk_pool_destroy(c.ctx, c.pool))
 		}
-		return e2
+		e2 := cuErr("cuDevicePrimaryCtxRelease", c.dev.ReleasePrimaryCtx())
+		return errors.Join(e0, e1, e2)
 	})
 	close(c.worker)
 	return err
@@ -577,15 +659,38 @@ func (c *Context) enqueue(s Stream, r *Request, p *plan) error {
 	if paramCols(r.K) == 8 {
 		suffix = "_c8"
 	}
-	name := p.kernel.name + suffix
+	name, checked := p.kernel.name+suffix, ""
 	if r.Strict {
 		if err := c.launch("sk_validate"+suffix, p, (p.n+255)/256, s); err != nil {
 			return err
 		}
-		name += "_checked"
+		checked = "_checked"
 	}
 	warps := (p.n + int64(p.kernel.perWarp) - 1) / int64(p.kernel.perWarp)
-	return c.launch(name, p, (warps+7)/8, s)
+	if p.ordered && c.pool != nil {
+		return c.launchOrdered(name+"_o"+checked, name+checked, suffix, p, (warps+7)/8, s)
+	}
+	return c.launch(name+checked, p, (warps+7)/8, s)
+}
+
+// launchOrdered enqueues the ordering kernels and the ordered gather
+// (kernel name) of an ordered plan on s; plain is the same gather
+// unordered, for when the pool has no scratch to give.
+func (c *Context) launchOrdered(name, plain, suffix string, p *plan, blocks int64, s Stream) error {
+	fs := [5]C.CUfunction{}
+	for i, n := range [...]string{"sk_order_count" + suffix, "sk_order_scan" + suffix, "sk_order_place" + suffix, name, plain} {
+		f, ok := c.fns[n]
+		if !ok {
+			return &DriverError{Call: "kernel " + n, Code: -1, Msg: "not in the module"}
+		}
+		fs[i] = f
+	}
+	gridN := max(1, min((p.n+255)/256, int64(c.sms)*int64(c.occ["sk_order_place"+suffix])))
+	gridG := max(1, min(blocks, int64(c.sms)*int64(c.occ[name])))
+	scratch := 4 * (2*orderBuckets + p.n)
+	r := C.sk_launch_ordered(c.ctx, c.pool, cstream(s), fs[0], fs[1], fs[2], fs[3], fs[4], C.uint(gridN), C.uint(gridG),
+		unsafe.Pointer(&p.args[0]), C.size_t(p.size), argsOrder, C.size_t(scratch), orderBuckets)
+	return driverErr("ordered lookup "+name, r)
 }
 
 // launch launches kernel name with p's parameters: blocks of 256 threads,

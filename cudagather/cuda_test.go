@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -146,47 +147,51 @@ func TestLookupMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, id64 := range []bool{false, true} {
-				for _, layout := range []string{"token", "head", "padded"} {
-					name := fmt.Sprintf("R=%d/host=%v/id64=%v/%s", R, host, id64, layout)
-					const T, K = 37, 6
-					tabs := []*Table{ta, tb, ta, ta, tb, ta}
-					src := [][]byte{a, b, a, a, b, a}
-					offsets := []int64{0, 100, 0, 7, 0, 3}
-					ids := make([]int64, T*K)
-					for i := range ids {
-						ids[i] = offsets[i%K] + r.Int64N(rows)
-						if r.IntN(9) == 0 {
-							ids[i] = -1
+				for _, c := range orderCases(host) {
+					setOrderMin(t, c.min)
+					for _, layout := range []string{"token", "head", "padded"} {
+						name := fmt.Sprintf("R=%d/host=%v/ordered=%v/id64=%v/%s", R, host, c.ordered, id64, layout)
+						const T, K = 37, 6
+						tabs := []*Table{ta, tb, ta, ta, tb, ta}
+						src := [][]byte{a, b, a, a, b, a}
+						offsets := []int64{0, 100, 0, 7, 0, 3}
+						ids := make([]int64, T*K)
+						for i := range ids {
+							ids[i] = offsets[i%K] + r.Int64N(rows)
+							if r.IntN(9) == 0 {
+								ids[i] = -1
+							}
 						}
-					}
-					req := &Request{Tables: tabs, IDs: devBytes(t, idBytes(ids, id64)), IDs64: id64, T: T, K: K, Offsets: offsets}
-					switch layout {
-					case "token":
-						req.TokenMajor(R)
-					case "head":
-						req.HeadMajor(R)
-					default:
-						req.TokenMajor(R)
-						req.TStride += 40
-						req.Off = 24
-					}
-					size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
-					poison := bytes.Repeat([]byte{0xA7}, int(size))
-					req.Out, req.OutBytes = devBytes(t, poison), size
-					if err := testCtx.Lookup(s, req); err != nil {
-						t.Fatalf("%s: %v", name, err)
-					}
-					if err := testCtx.Status(s, K); err != nil {
-						t.Fatalf("%s: status %v", name, err)
-					}
-					got := make([]byte, size)
-					if err := testCtx.CopyOut(got, req.Out); err != nil {
-						t.Fatal(err)
-					}
-					want := bytes.Clone(poison)
-					ref(want, src, R, ids, T, K, req.Off, req.TStride, req.KStride, offsets)
-					if !bytes.Equal(got, want) {
-						t.Fatalf("%s: output differs from the CPU lookup", name)
+						req := &Request{Tables: tabs, IDs: devBytes(t, idBytes(ids, id64)), IDs64: id64, T: T, K: K, Offsets: offsets}
+						switch layout {
+						case "token":
+							req.TokenMajor(R)
+						case "head":
+							req.HeadMajor(R)
+						default:
+							req.TokenMajor(R)
+							req.TStride += 40
+							req.Off = 24
+						}
+						size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
+						poison := bytes.Repeat([]byte{0xA7}, int(size))
+						req.Out, req.OutBytes = devBytes(t, poison), size
+						wantOrdered(t, req, c.ordered)
+						if err := testCtx.Lookup(s, req); err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						if err := testCtx.Status(s, K); err != nil {
+							t.Fatalf("%s: status %v", name, err)
+						}
+						got := make([]byte, size)
+						if err := testCtx.CopyOut(got, req.Out); err != nil {
+							t.Fatal(err)
+						}
+						want := bytes.Clone(poison)
+						ref(want, src, R, ids, T, K, req.Off, req.TStride, req.KStride, offsets)
+						if !bytes.Equal(got, want) {
+							t.Fatalf("%s: output differs from the CPU lookup", name)
+						}
 					}
 				}
 			}
@@ -200,25 +205,131 @@ func TestLookupMatchesCPU(t *testing.T) {
 	}
 }
 
-func TestBadIDs(t *testing.T) {
+// orderCase is a lookup threshold (orderMinRows) and whether a test's
+// lookups run ordered under it.
+type orderCase struct {
+	min     int64
+	ordered bool
+}
+
+// orderCases: host tables both ways, device tables unordered only.
+func orderCases(host bool) []orderCase {
+	if host {
+		return []orderCase{{math.MaxInt64, false}, {1, true}}
+	}
+	return []orderCase{{1, false}}
+}
+
+func setOrderMin(tb testing.TB, v int64) {
+	old := orderMinRows
+	orderMinRows = v
+	tb.Cleanup(func() { orderMinRows = old })
+}
+
+// wantOrdered fails unless req's plan runs ordered as the test expects:
+// a test of the ordered path must not quietly test the other.
+func wantOrdered(tb testing.TB, req *Request, ordered bool) {
+	tb.Helper()
+	var p plan
+	if err := req.check(&p, testCtx.status, testCtx.sms); err != nil {
+		tb.Fatal(err)
+	}
+	if p.ordered != ordered || ordered && testCtx.pool == nil {
+		tb.Fatalf("plan ordered = %v (pool %v), want %v", p.ordered, testCtx.pool != nil, ordered)
+	}
+}
+
+// TestOrderedLarge: an ordered lookup of many rows over many buckets and
+// blocks, from two host tables, with -1 and bad ids, int32 ids and a
+// head-major output, against the CPU lookup; Status names the first bad
+// id in token-major order, and a strict lookup writes nothing.
+func TestOrderedLarge(t *testing.T) {
 	r := newRand(t)
-	const R, rows, T, K = 264, 1000, 8, 3
-	tab, err := testCtx.Upload(mapRows(t, r, rows*R), rows, R)
+	const R, rows, T, K = 136, 30000, 20000, 3
+	a, b := mapRows(t, r, rows*R), mapRows(t, r, rows*R)
+	ta, err := testCtx.RegisterHost(a, rows, R)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tab.Close()
+	defer ta.Close()
+	tb, err := testCtx.RegisterHost(b, rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	offsets := []int64{0, 5, 0}
+	ids := make([]int64, T*K)
+	for i := range ids {
+		ids[i] = offsets[i%K] + r.Int64N(rows)
+		if r.IntN(50) == 0 {
+			ids[i] = -1
+		}
+	}
+	firstBad := T*K/2 + 1
+	ids[firstBad] = offsets[firstBad%K] + rows // past the end
+	ids[T*K-1] = -7
+	for _, strict := range []bool{false, true} {
+		setOrderMin(t, 1)
+		req := &Request{Tables: []*Table{ta, tb, ta}, IDs: devBytes(t, idBytes(ids, false)), T: T, K: K, Offsets: offsets, Strict: strict}
+		req.HeadMajor(R)
+		poison := bytes.Repeat([]byte{0x6B}, T*K*R)
+		req.Out, req.OutBytes = devBytes(t, poison), int64(len(poison))
+		wantOrdered(t, req, true)
+		if err := testCtx.Lookup(0, req); err != nil {
+			t.Fatal(err)
+		}
+		var ie *IDError
+		if err := testCtx.Status(0, K); !errors.As(err, &ie) || ie.T != firstBad/K || ie.K != firstBad%K {
+			t.Fatalf("strict=%v: status %v, want the id at (%d, %d)", strict, err, firstBad/K, firstBad%K)
+		}
+		got := make([]byte, len(poison))
+		if err := testCtx.CopyOut(got, req.Out); err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Clone(poison)
+		if !strict {
+			good := slices.Clone(ids)
+			good[firstBad], good[T*K-1] = -1, -1 // bad rows stay poisoned
+			ref(want, [][]byte{a, b, a}, R, good, T, K, 0, R, int64(T)*R, offsets)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("strict=%v: output differs from the CPU lookup", strict)
+		}
+	}
+}
+
+func TestBadIDs(t *testing.T) {
+	r := newRand(t)
+	const R, rows, T, K = 264, 1000, 8, 3
+	src := mapRows(t, r, rows*R)
+	dt, err := testCtx.Upload(src, rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dt.Close()
+	ht, err := testCtx.RegisterHost(src, rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ht.Close()
 	ids := make([]int64, T*K)
 	for i := range ids {
 		ids[i] = r.Int64N(rows)
 	}
 	ids[2*K+1] = rows // bad, first in token-major order
 	ids[5*K+0] = -5   // bad
-	for _, strict := range []bool{false, true} {
+	for _, tc := range []struct {
+		tab     *Table
+		ordered bool
+		strict  bool
+	}{{dt, false, false}, {dt, false, true}, {ht, true, false}, {ht, true, true}} {
+		tab, strict := tc.tab, tc.strict
+		setOrderMin(t, 1)
 		req := &Request{Tables: []*Table{tab, tab, tab}, IDs: devBytes(t, idBytes(ids, true)), IDs64: true, T: T, K: K, Strict: strict}
 		req.TokenMajor(R)
 		poison := bytes.Repeat([]byte{0x5C}, T*K*R)
 		req.Out, req.OutBytes = devBytes(t, poison), int64(len(poison))
+		wantOrdered(t, req, tc.ordered)
 		if err := testCtx.Lookup(0, req); err != nil {
 			t.Fatal(err)
 		}
@@ -255,11 +366,25 @@ func TestGraphReplay(t *testing.T) {
 	r := newRand(t)
 	const R, rows, T, K = 264, 5000, 16, 8
 	src := mapRows(t, r, rows*R)
-	tab, err := testCtx.Upload(src, rows, R)
+	dt, err := testCtx.Upload(src, rows, R)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tab.Close()
+	defer dt.Close()
+	ht, err := testCtx.RegisterHost(src, rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ht.Close()
+	// A device table; a host table ordered (its scratch a memory node of
+	// the graph).
+	t.Run("device", func(t *testing.T) { graphReplay(t, r, dt, src, false) })
+	t.Run("host-ordered", func(t *testing.T) { graphReplay(t, r, ht, src, true) })
+}
+
+func graphReplay(t *testing.T, r *rand.Rand, tab *Table, src []byte, ordered bool) {
+	const R, rows, T, K = 264, 5000, 16, 8
+	setOrderMin(t, 1)
 	s, err := testCtx.NewStream()
 	if err != nil {
 		t.Fatal(err)
@@ -270,6 +395,7 @@ func TestGraphReplay(t *testing.T) {
 	tabs := slices.Repeat([]*Table{tab}, K)
 	req := &Request{Tables: tabs, IDs: idBuf, T: T, K: K, Out: out, OutBytes: T * K * R}
 	req.TokenMajor(R)
+	wantOrdered(t, req, ordered)
 	g, err := testCtx.Capture(s, func() error { return testCtx.Lookup(s, req) })
 	if err != nil {
 		t.Fatal(err)
@@ -560,7 +686,7 @@ func BenchmarkVariants(b *testing.B) {
 		same := timePer(b, s, 200, func() error { return testCtx.CopyDevice(cp, out, int64(n*R), s) })
 		testCtx.Free(cp)
 		b.Logf("variant copy-of-the-same-bytes N=%d: %v, %.0f GB/s r+w", n, same, 2*float64(n*R)/same.Seconds()/1e9)
-		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r4", 8}, {"sk_w8x16w_g16_m1_r4", 8}, {"sk_w8_g32_m2_r4", 4}} {
+		for _, v := range []kernelChoice{{"sk_w8x16_g16_m1_r4", 8}, {"sk_w8_g32_m2_r4", 4}} {
 			var p plan
 			if err := req.check(&p, testCtx.status, testCtx.sms); err != nil {
 				b.Fatal(err)
@@ -848,4 +974,61 @@ func BenchmarkSmallSpread(b *testing.B) {
 			b.Logf("spread host=%v %s N=%d: %v per lookup", tab.Host(), v.name, n, per)
 		}
 	}
+}
+
+// BenchmarkOrdered compares ordered and unordered lookups (the same plan
+// with p.ordered forced): host tables across R and N, device tables at
+// R=264. The ordering kernels' cost is inside the ordered figures.
+func BenchmarkOrdered(b *testing.B) {
+	r := newRand(b)
+	const K = 24
+	run := func(name string, tab *Table, n, reps int) {
+		R := tab.rowBytes
+		idSets := randomIDSets(b, r, 4, n, tab.rows)
+		out, _ := testCtx.Alloc(int64(n * R))
+		defer testCtx.Free(out)
+		req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs64: true, T: n / K, K: K, Out: out, OutBytes: int64(n * R)}
+		req.TokenMajor(R)
+		var per [2]time.Duration
+		for i, ordered := range []bool{false, true} {
+			var ps [4]plan
+			for j := range ps {
+				req.IDs = idSets[j]
+				if err := req.check(&ps[j], testCtx.status, testCtx.sms); err != nil {
+					b.Fatal(err)
+				}
+				ps[j].ordered = ordered
+			}
+			turn := 0
+			per[i] = timePer(b, 0, reps, func() error { turn++; return testCtx.enqueue(0, req, &ps[turn%4]) })
+		}
+		b.Logf("ordered %s R=%d N=%d: unordered %v, ordered %v (%.2fx)", name, R, n, per[0], per[1], per[0].Seconds()/per[1].Seconds())
+	}
+	hsrc := mapRows(b, r, 1<<30)
+	for _, R := range []int{64, 264, 1024, 4096} {
+		hrows := int64(len(hsrc) / R)
+		ht, err := testCtx.RegisterHost(hsrc[:hrows*int64(R)], hrows, R)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ns := []int{98304}
+		if R == 264 {
+			ns = []int{1536, 6144, 24576, 98304}
+		}
+		for _, n := range ns {
+			if n*R <= 1<<30 {
+				run("host", ht, n, 20)
+			}
+		}
+		ht.Close()
+	}
+	const R = 264
+	drows := int64((2 << 30) / R)
+	dt, err := testCtx.Upload(mapRows(b, r, int(drows)*R), drows, R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dt.Close()
+	run("device", dt, 98304, 200)
+	run("device", dt, 43690*24, 40)
 }

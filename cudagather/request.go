@@ -3,6 +3,7 @@ package cudagather
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 )
 
@@ -63,16 +64,18 @@ type plan struct {
 	rowBytes int64
 	n        int64 // T*K
 	kernel   kernelChoice
-	size     int // bytes of args the kernel takes (paramSize)
+	ordered  bool // visit the rows in table order (orderMinRows)
+	size     int  // bytes of args the kernel takes (paramSize)
 	args     [argsSize]byte
 }
 
 // The kernels' parameter block (struct sk_args in kernels/gather.cu):
-// eleven 8-byte fields, then MaxColumns column descriptors of three.
+// twelve 8-byte fields, then MaxColumns column descriptors of three.
 const (
-	argsHead = 11 * 8
-	argsCol  = 3 * 8
-	argsSize = argsHead + MaxColumns*argsCol
+	argsHead  = 12 * 8
+	argsOrder = 11 * 8 // the ordering scratch's address, set at launch
+	argsCol   = 3 * 8
+	argsSize  = argsHead + MaxColumns*argsCol
 )
 
 // check validates r against the tables' shapes and builds its launch
@@ -134,8 +137,13 @@ func (r *Request) check(p *plan, status DevPtr, sms int) error {
 	if r.IDs64 {
 		id64 = 1
 	}
+	host := false
+	for _, t := range r.Tables {
+		host = host || t.host != nil
+	}
+	p.ordered = host && n >= orderMinRows && n <= math.MaxUint32
 	for i, v := range [...]uint64{uint64(r.IDs), uint64(r.Out) + uint64(r.Off), uint64(status),
-		uint64(r.T), uint64(r.K), uint64(r.K), 1, uint64(r.TStride), uint64(r.KStride), uint64(rowBytes), id64} {
+		uint64(r.T), uint64(r.K), uint64(r.K), 1, uint64(r.TStride), uint64(r.KStride), uint64(rowBytes), id64, 0} {
 		le.PutUint64(h[8*i:], v)
 	}
 	for k := range paramCols(r.K) {
@@ -184,6 +192,14 @@ func disjoint(t, k int, ts, ks, r int64) bool {
 	span, over := mul(smallN-1, small)
 	return !over && span+r <= big
 }
+
+// orderMinRows is the fewest rows a lookup from host tables must have to
+// run ordered: three small kernels first sort its rows into buckets by
+// where they lie in their tables, and the gather visits them in that
+// order, so that rows read together share the device's translations of
+// the host's pages (kernels/gather.cu, sk_order). Smaller lookups are not
+// worth the three launches.
+var orderMinRows int64 = 16384
 
 // kernelChoice is a kernel (its base name, without the parameter-block
 // suffix) and how many rows one warp copies per step of its loop.
@@ -269,7 +285,7 @@ func pickKernel(rowBytes int64, addrs []int64, tables []*Table, n int64, sms int
 // kernelBases lists every kernel base name pickKernel can return.
 var kernelBases = []string{
 	"sk_w16_g4_m1_r4", "sk_w16_g8_m1_r4", "sk_w16_g16_m1_r4", "sk_w16_g32_m1_r4", "sk_w16_g32_m2_r2", "sk_w16_g32_m4_r2", "sk_w16_g32_m8_r1",
-	"sk_w8x16_g16_m1_r4", "sk_w8x16_g16_m1_r8", "sk_w8x16_g16_m1_r1", "sk_w8x16w_g16_m1_r4", "sk_w8x16w6_g16_m1_r4", "sk_w8x16w6_g16_m1_r2", "sk_w8x16_g32_m1_r4", "sk_w8x16_g32_m2_r2", "sk_w8x16_g32_m4_r2", "sk_w8x16_g32_m8_r1",
+	"sk_w8x16_g16_m1_r4", "sk_w8x16_g16_m1_r8", "sk_w8x16_g16_m1_r1", "sk_w8x16_g32_m1_r4", "sk_w8x16_g32_m2_r2", "sk_w8x16_g32_m4_r2", "sk_w8x16_g32_m8_r1",
 	"sk_w8_g32_m1_r4", "sk_w8_g32_m2_r4", "sk_w8_g32_m4_r2", "sk_w8_g32_m8_r1",
 	"sk_w4_g32_m1_r4", "sk_w4_g32_m2_r4", "sk_w4_g32_m4_r2", "sk_w4_g32_m8_r1",
 	"sk_any",

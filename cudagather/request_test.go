@@ -54,6 +54,33 @@ func TestRequestCheck(t *testing.T) {
 	}
 }
 
+// TestOrderedPlan: lookups that read a host table and have at least
+// orderMinRows rows run ordered; device-only lookups never do.
+func TestOrderedPlan(t *testing.T) {
+	dev := &Table{ptr: 0x10000, rows: 1 << 20, rowBytes: 64}
+	host := &Table{ptr: 0x20000, rows: 1 << 20, rowBytes: 64, host: make([]byte, 1)}
+	for _, tc := range []struct {
+		tabs []*Table
+		t    int
+		want bool
+	}{
+		{[]*Table{dev, dev}, int(orderMinRows), false},
+		{[]*Table{host, host}, int(orderMinRows) / 2, true},
+		{[]*Table{dev, host}, int(orderMinRows) / 2, true},
+		{[]*Table{dev, host}, int(orderMinRows)/2 - 1, false},
+	} {
+		r := &Request{Tables: tc.tabs, IDs: 0x1000, T: tc.t, K: 2, Out: 0x40000, OutBytes: int64(tc.t) * 2 * 64}
+		r.TokenMajor(64)
+		var p plan
+		if err := r.check(&p, 0x8, 132); err != nil {
+			t.Fatal(err)
+		}
+		if p.ordered != tc.want {
+			t.Errorf("T=%d, host tables %v: ordered %v", tc.t, tc.tabs[1].host != nil, p.ordered)
+		}
+	}
+}
+
 func TestArgsLayout(t *testing.T) {
 	a := &Table{ptr: 0x10000, rows: 100, rowBytes: 64}
 	b := &Table{ptr: 0x20000, rows: 7, rowBytes: 64}
@@ -66,7 +93,10 @@ func TestArgsLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	le := binary.LittleEndian
-	want := []uint64{0x1000, 0x40000 + 128, 0x8, 3, 2, 2, 1, 64, 3 * 64, 64, 1}
+	want := []uint64{0x1000, 0x40000 + 128, 0x8, 3, 2, 2, 1, 64, 3 * 64, 64, 1, 0}
+	if argsOrder != 8*(len(want)-1) || argsHead != 8*len(want) {
+		t.Errorf("order field at %d, head %d bytes", argsOrder, argsHead)
+	}
 	for i, w := range want {
 		if got := le.Uint64(p.args[8*i:]); got != w {
 			t.Errorf("field %d = %#x, want %#x", i, got, w)

@@ -18,7 +18,7 @@ timeout -k 5 120 .gpu/cudaengram.test -test.v -test.count=1 >"$OUT/engram.log" 2
 grep -E '^(--- |PASS|FAIL|ok|panic)' "$OUT/engram.log" | head -10
 echo "== cudagather benchmarks"
 timeout -k 5 400 .gpu/cudagather.test -test.run '^$' -test.bench . -test.benchtime 1x -test.v >"$OUT/bench.log" 2>&1 || rc=1
-grep -E 'ceilings|variant|FAIL|panic' "$OUT/bench.log" | sed 's/^ *//' | head -20
+grep -E 'ceilings|variant|ordered|FAIL|panic' "$OUT/bench.log" | sed 's/^ *//' | head -40
 echo "== torch side by side (index_select, staged path)"
 PYTHONUNBUFFERED=1 timeout -k 5 300 python3 .gpu/torchbench.py --json "$OUT/torch.jsonl" >"$OUT/torch.log" 2>&1 || rc=1
 tail -3 "$OUT/torch.log"
