@@ -38,12 +38,15 @@ step "go test work"
 go test work
 
 step "go test -race (the concurrent packages)"
-# The pool, the transports, the engine and the Engram store (concurrent
-# lookups, Remove and Close against them, remote lookups) are where
-# goroutines meet. The etcd backend's tests run without -race: its race
+# The pool, the transports, the engine, the Engram store (concurrent
+# lookups, Remove and Close against them, remote lookups) and reshard runs
+# are where goroutines meet. The etcd backend's tests run without -race: its race
 # build alone takes about 1.5 minutes of CI time and the race-relevant part
 # is etcd's own code.
 go test -race $(go list work | grep -E '/(bufferpool|verbs|engram)(/|$)' | grep -v -e '/pack$' -e '/discovery/etcd')
+# Reshard runs many transfers at once (every pair of a run in flight,
+# lowering split over goroutines); -short trims its random property cases.
+go test -race -short ./reshard/...
 
 step "fuzz, ${fuzztime} each"
 # Every FuzzX in every package, one at a time (go test -fuzz takes one).

@@ -271,6 +271,17 @@ func Goals(passes []PassResult) []Goal {
 			out = append(out, ratioGoal(t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
 				ratio(a-local, 2*rtt+0.2*local), 1, false))
 		}
+		for _, name := range Groups["reshard"] {
+			if byName[name] == nil {
+				continue
+			}
+			a := get(name, "adaptive")
+			best := math.Max(val(get(name, "direct"), goodput), val(get(name, "gather"), goodput))
+			out = append(out,
+				ratioGoal(t, name+": adaptive / better of forced direct and gather", ratio(val(a, goodput), best), 0.95, true),
+				ratioGoal(t, name+": adaptive staging peak / staging budget (never the tensor)",
+					ratio(val(a, func(l *Line) float64 { return float64(l.StagingPeakBytes) }), val(a, func(l *Line) float64 { return float64(l.StagingBoundBytes) })), 1, false))
+		}
 		for i := range p.Workloads {
 			wr := &p.Workloads[i]
 			a := wr.line("adaptive")

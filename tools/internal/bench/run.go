@@ -110,13 +110,17 @@ func (r *Runner) Run(ctx context.Context) ([]PassResult, error) {
 func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr PassResult) {
 	pr = PassResult{Transport: p.Transport, Owner: r.cfg.Owner, LoadBefore: loadAverage()}
 	defer func() { pr.LoadAfter = loadAverage() }()
-	// Engram workloads bring their own table and owner; they run after
-	// the scatter workloads, which share the pass's owner.
-	var scatter, engramW []Workload
+	// Engram and reshard workloads bring their own tables, owners and
+	// ranks; they run after the scatter workloads, which share the pass's
+	// owner.
+	var scatter, engramW, reshardW []Workload
 	for _, w := range p.Workloads {
-		if w.Engram != "" {
+		switch {
+		case w.Engram != "":
 			engramW = append(engramW, w)
-		} else {
+		case w.Reshard != "":
+			reshardW = append(reshardW, w)
+		default:
 			scatter = append(scatter, w)
 		}
 	}
@@ -131,6 +135,14 @@ func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr Pass
 	}
 	for i := range engramW {
 		wr, err := r.runEngram(ctx, p.Transport, &engramW[i])
+		r.record(&pr, wr)
+		if err != nil {
+			pr.Err = err
+			return pr
+		}
+	}
+	for i := range reshardW {
+		wr, err := r.runReshard(ctx, p.Transport, &reshardW[i])
 		r.record(&pr, wr)
 		if err != nil {
 			pr.Err = err

@@ -58,6 +58,10 @@ type Workload struct {
 	// column, instead of a scatter plan.
 	Engram string
 	Tokens int
+	// Reshard, when set (ReshardKV or ReshardMixed), makes this a reshard
+	// workload (reshard.go): its layouts, not Small and Large, set the
+	// geometry; Small and Large describe it for the table.
+	Reshard string
 	// MinReps raises -reps for latency-sized workloads, whose repetitions
 	// are cheap: a p95 over 20 samples is the second-largest sample.
 	MinReps int
@@ -91,16 +95,21 @@ var Named = []Workload{
 		Doc: "remote Engram lookup, T=4 K=24 R=264 (as engram-remote-t1)"},
 	{Name: "engram-remote-t16", Dir: verbs.OpRead, Small: Frags{264, 16 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 16, MinReps: LatencyMinReps,
 		Doc: "remote Engram lookup, T=16 K=24 R=264 (as engram-remote-t1)"},
+	{Name: "reshard-kv", Dir: verbs.OpRead, Small: Frags{512, 4 * 2 * 16384}, Src: Random, Dst: Fragmented, Reshard: ReshardKV,
+		Doc: "a 64 MiB KV cache [16384 tokens, 16 heads, 128 dim] x 2 B from TP8 paged by 16 tokens to TP2 paged by 64 (random page tables), pulled by the destination ranks (reshard/mesh, every rank in this process)"},
+	{Name: "reshard-mixed", Dir: verbs.OpRead, Small: Frags{256, 65536}, Large: Frags{2 << 20, 24}, Src: Random, Dst: Contiguous, Reshard: ReshardMixed,
+		Doc: "a 64 MiB [8 layers, 512, 64, 256 B] tensor from 2 pipeline stages to 2 ranks holding layers 0-5 densely and layers 6-7 block-major: large contiguous regions and 256 B fragments in the same pairs"},
 }
 
 // Groups are workload names that stand for several named workloads.
 var Groups = map[string][]string{
 	"engram-remote": {"engram-remote-t1", "engram-remote-t4", "engram-remote-t16"},
+	"reshard":       {"reshard-kv", "reshard-mixed"},
 }
 
 // DefaultWorkloads run when -workloads is not given.
 var DefaultWorkloads = []string{"many-small", "few-large", "mixed", "single-read", "engram-cpu",
-	"engram-remote-t1", "engram-remote-t4", "engram-remote-t16"}
+	"engram-remote-t1", "engram-remote-t4", "engram-remote-t16", "reshard-kv", "reshard-mixed"}
 
 // Matrix geometry: the RFC's validation matrix, within MatrixCap bytes of
 // payload per workload.

@@ -1,0 +1,5 @@
+module github.com/scatterkit/scatterkit/reshard
+
+go 1.26.0
+
+require go.uber.org/goleak v1.3.0

@@ -1,0 +1,305 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/scatterkit/scatterkit/reshard"
+	"github.com/scatterkit/scatterkit/reshard/mesh"
+	"github.com/scatterkit/scatterkit/tools/internal/pattern"
+)
+
+// Reshard workload kinds (Workload.Reshard).
+const (
+	// ReshardKV: a KV cache [tokens, heads, dim] of 2-byte elements moved
+	// from a tensor-parallel-8 prefill layout paged by 16 tokens to a
+	// tensor-parallel-2 decode layout paged by 64 tokens, with random
+	// page tables on both sides.
+	ReshardKV = "kv"
+	// ReshardMixed: a [layers, rows, blocks, 256 B] tensor moved from two
+	// pipeline stages to two ranks that hold most layers densely (large
+	// contiguous regions) and the rest block-major (256-byte fragments
+	// whose destination runs are contiguous): few-large and many-small in
+	// the same pairs.
+	ReshardMixed = "mixed"
+)
+
+// reshardPoisonSeed seeds the pattern written over destinations before a
+// verified repetition.
+const reshardPoisonSeed = 0x9e3779b97f4a7c15
+
+// reshardLayouts builds a reshard workload's layouts (page tables from r).
+func reshardLayouts(kind string, r *rand.Rand) (src, dst *reshard.Layout, err error) {
+	switch kind {
+	case ReshardKV:
+		t := reshard.Tensor{Shape: []int64{16384, 16, 128}, ElemSize: 2}
+		paged := func(tp int, page int64) (*reshard.Layout, error) {
+			l, err := reshard.Sharded(t, reshard.ShardSpec{Parts: []int64{1, int64(tp), 1}})
+			if err != nil {
+				return nil, err
+			}
+			pages := int((t.Shape[0] + page - 1) / page)
+			tables := make([][]int64, tp)
+			for i := range tables {
+				// A pool a quarter larger than needed, pages scattered.
+				slots := r.Perm(pages + pages/4)[:pages]
+				tables[i] = make([]int64, pages)
+				for j, s := range slots {
+					tables[i][j] = int64(s)
+				}
+			}
+			return reshard.Paginate(l, 0, page, tables)
+		}
+		if src, err = paged(8, 16); err != nil {
+			return nil, nil, err
+		}
+		dst, err = paged(2, 64)
+		return src, dst, err
+	case ReshardMixed:
+		const layers, rows, blocks, bs = 8, 512, 64, 256
+		t := reshard.Tensor{Shape: []int64{layers, rows, blocks, bs}, ElemSize: 1}
+		if src, err = reshard.Sharded(t, reshard.ShardSpec{Parts: []int64{2, 1, 1, 1}}); err != nil {
+			return nil, nil, err
+		}
+		full := func(lo, hi int64) reshard.Interval { return reshard.Interval{Lo: lo, Hi: hi, Step: 1} }
+		layer := int64(rows * blocks * bs)
+		// Rank 0: layers 0-5 dense, then layers 6-7 of blocks 0-31
+		// block-major ([layer, block, row, byte]); rank 1: layers 6-7 of
+		// blocks 32-63, block-major.
+		blockMajor := func(off int64, b0 int64) reshard.Piece {
+			return reshard.Piece{Box: []reshard.Interval{full(6, 8), full(0, rows), full(b0, b0+blocks/2), full(0, bs)}, Offset: off,
+				Strides: []int64{blocks / 2 * rows * bs, bs, rows * bs, 1}}
+		}
+		dense := reshard.Piece{Box: []reshard.Interval{full(0, 6), full(0, rows), full(0, blocks), full(0, bs)},
+			Strides: []int64{layer, blocks * bs, bs, 1}}
+		dst = &reshard.Layout{Tensor: t, Ranks: []reshard.Rank{
+			{Pieces: []reshard.Piece{dense, blockMajor(6*layer, 0)}, RegionBytes: 7 * layer},
+			{Pieces: []reshard.Piece{blockMajor(0, blocks/2)}, RegionBytes: layer},
+		}}
+		return src, dst, dst.Validate(reshard.Limits{})
+	}
+	return nil, nil, &FlagError{Flag: "-workloads", Value: kind, Reason: "unknown reshard workload kind"}
+}
+
+// denseLayout is the tensor held whole, row-major, by one rank: the
+// oracle's view (logical byte L of the tensor is pattern byte L).
+func denseLayout(t reshard.Tensor) (*reshard.Layout, error) {
+	return reshard.Sharded(t, reshard.ShardSpec{Parts: slices.Repeat([]int64{1}, len(t.Shape))})
+}
+
+// reshardOracle moves pattern bytes between a rank's memory and the
+// logical tensor through plans from the dense layout.
+type reshardOracle struct {
+	seed uint64
+	plan *reshard.Plan // dense -> layout
+}
+
+func newReshardOracle(seed uint64, l *reshard.Layout) (*reshardOracle, error) {
+	d, err := denseLayout(l.Tensor)
+	if err != nil {
+		return nil, err
+	}
+	p, err := reshard.NewPlan(d, l, reshard.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	return &reshardOracle{seed: seed, plan: p}, nil
+}
+
+// fill writes the tensor's bytes into every rank of the layout.
+func (o *reshardOracle) fill(mem func(rank int) []byte) {
+	for i := range o.plan.Pairs {
+		pr := &o.plan.Pairs[i]
+		b := mem(pr.Dst)
+		for j := range pr.Regions {
+			rg := &pr.Regions[j]
+			rg.Each(func(src, dst int64) bool {
+				pattern.Fill(b[dst:dst+rg.Inner], o.seed, uint64(src))
+				return true
+			})
+		}
+	}
+}
+
+// check compares every rank's held bytes with the tensor's.
+func (o *reshardOracle) check(mem func(rank int) []byte) *VerifyError {
+	var bad *VerifyError
+	for i := range o.plan.Pairs {
+		pr := &o.plan.Pairs[i]
+		b := mem(pr.Dst)
+		for j := range pr.Regions {
+			rg := &pr.Regions[j]
+			rg.Each(func(src, dst int64) bool {
+				if k := pattern.Check(b[dst:dst+rg.Inner], o.seed, uint64(src)); k >= 0 {
+					at := dst + int64(k)
+					bad = &VerifyError{Fragment: -1, Offset: uint64(at), Want: pattern.At(o.seed, uint64(src)+uint64(k)), Got: b[at]}
+					return false
+				}
+				return true
+			})
+			if bad != nil {
+				return bad
+			}
+		}
+	}
+	return nil
+}
+
+// runReshard runs a reshard workload over the pass's transport, every
+// rank in this process (reshard/mesh), destinations pulling (READ): every
+// repetition runs every mode once, in an order that rotates by one.
+func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) (res WorkloadResult, err error) {
+	c := r.cfg
+	res = WorkloadResult{Workload: *w}
+	src, dst, err := reshardLayouts(w.Reshard, planRand(c.Seed, w.Name))
+	if err != nil {
+		return res, err
+	}
+	sizes := func(l *reshard.Layout) []int64 {
+		var s []int64
+		for _, rk := range l.Ranks {
+			s = append(s, rk.RegionBytes)
+		}
+		return s
+	}
+	staging := int(c.StagingBytes)
+	if staging == 0 {
+		staging = 16 << 20
+	}
+	m, err := mesh.New(mesh.Config{Transport: transport, StagingBytes: staging, Lanes: c.Lanes}, sizes(src), sizes(dst))
+	if err != nil {
+		return res, &OwnerError{Owner: OwnerInproc, Stage: "mesh", Err: err}
+	}
+	defer func() { err = errors.Join(err, m.Close()) }()
+	srcOracle, err := newReshardOracle(c.Seed, src)
+	if err != nil {
+		return res, err
+	}
+	dstOracle, err := newReshardOracle(c.Seed, dst)
+	if err != nil {
+		return res, err
+	}
+	srcOracle.fill(func(i int) []byte { return m.Src(i).Bytes() })
+
+	type side struct {
+		mode        Mode
+		t           timings
+		plan, lower []time.Duration
+		chosen      map[string]int
+		peak        int64
+		overBound   int
+		fallbacks   int
+	}
+	sides := make([]*side, len(c.Modes))
+	for i, md := range c.Modes {
+		sides[i] = &side{mode: md, chosen: map[string]int{}}
+	}
+	local := make([]int, len(dst.Ranks))
+	for i := range local {
+		local[i] = i
+	}
+	links := m.Links(ctx, reshard.Pull)
+	var plan *reshard.Plan
+	runOnce := func(s *side, measured, verify bool) error {
+		if verify {
+			for j := range dst.Ranks {
+				pattern.ParallelFill(m.Dst(j).Bytes(), reshardPoisonSeed, uint64(j)<<40, 2)
+			}
+		}
+		t0 := time.Now()
+		p, err := reshard.NewPlan(src, dst, reshard.Limits{})
+		if err != nil {
+			return err
+		}
+		planned := time.Since(t0)
+		plan = p
+		var out *reshard.Result
+		err = s.t.run(measured, func() error {
+			run, err := reshard.Start(ctx, m.Engine(), p, reshard.Pull, local, links, reshard.Options{Mode: s.mode.Verbs})
+			if err != nil {
+				return err
+			}
+			out, err = run.Wait()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if measured {
+			s.plan = append(s.plan, planned)
+			s.lower = append(s.lower, out.Lower)
+			var peak int64
+			for _, pr := range out.Pairs {
+				tr := &pr.Result.Trace
+				peak += tr.StagingPeak
+				if tr.Slots > 0 && tr.StagingPeak > tr.ChunkBytes*int64(tr.Slots) {
+					s.overBound++
+				}
+				if pr.Result.Fallback != 0 {
+					s.fallbacks++
+				}
+				s.chosen[pr.Result.Chosen.String()]++
+			}
+			s.peak = max(s.peak, peak)
+		}
+		if verify {
+			if bad := dstOracle.check(func(j int) []byte { return m.Dst(j).Bytes() }); bad != nil {
+				return fmt.Errorf("scatterbench: %s/%s: %w", w.Name, s.mode.Name, bad)
+			}
+			res.Verified++
+		}
+		return nil
+	}
+	reps := w.Reps(c)
+	for rep := -c.Warmup; rep < reps; rep++ {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		verify := rep == -c.Warmup || rep == reps-1
+		for i := range sides {
+			s := sides[(i+rep+c.Warmup)%len(sides)]
+			if err := runOnce(s, rep >= 0, verify); err != nil {
+				var ve *VerifyError
+				if errors.As(err, &ve) || fatal(ctx, err) {
+					return res, err
+				}
+			}
+		}
+		if r.step != nil {
+			r.step(w.Name)
+		}
+	}
+	if plan == nil {
+		return res, fmt.Errorf("scatterbench: %s: no repetition planned", w.Name)
+	}
+	var frags int64
+	for _, pr := range plan.Pairs {
+		frags += pr.Fragments
+	}
+	payload := uint64(plan.Bytes)
+	bound := int64(staging) * int64(len(src.Ranks))
+	for _, s := range sides {
+		p50 := s.t.p(0.5)
+		chosen := ""
+		for k, n := range s.chosen {
+			if chosen == "" || n > s.chosen[chosen] || n == s.chosen[chosen] && k < chosen {
+				chosen = k
+			}
+		}
+		res.Lines = append(res.Lines, Line{Workload: w.Name, Transport: transport, Owner: OwnerInproc, Seed: c.Seed,
+			Mode: s.mode.Name, Chosen: chosen, Direction: "read", Fragments: uint64(frags), PayloadBytes: payload,
+			Reps: len(s.t.d), P50Ms: ms(p50), P95Ms: ms(s.t.p(0.95)), GoodputGbps: gbps(payload, p50), WindowGbps: gbps(payload, p50),
+			PlanMs: ms(quantile(s.plan, 0.5) + quantile(s.lower, 0.5)), StagingPeakBytes: s.peak, StagingBoundBytes: bound,
+			Fallbacks: s.fallbacks, Errors: s.t.errors})
+		res.OverBound = append(res.OverBound, s.overBound)
+		if s.t.first != nil && r.stderr != nil {
+			fmt.Fprintf(r.stderr, "scatterbench: %s/%s over %s: %d failed operations, first: %v\n",
+				w.Name, s.mode.Name, transport, s.t.errors, s.t.first)
+		}
+	}
+	return res, nil
+}
