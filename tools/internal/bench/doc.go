@@ -22,6 +22,14 @@
 // Workloads are rows of the Named table (workload.go), the RFC matrix
 // (Matrix) or a custom geometry from flags. A workload of small fragments
 // only lowers to a fixed-row plan; with large fragments to a ranges plan.
+// Engram workloads (engram.go) bring their own snapshot and owners in this
+// process; reshard workloads (reshard.go) bring both layouts' ranks in
+// this process (reshard/mesh) and run one reshard per mode and repetition,
+// planned anew each time, the destination ranks pulling. Their lines use
+// the same fields: plan_ms is NewPlan plus the lowering inside
+// reshard.Start, staging_peak_bytes sums the pairs' peaks of one
+// repetition, staging_bound_bytes is the source ranks' staging pools
+// together.
 //
 // # Repetitions
 //
@@ -78,7 +86,9 @@
 // Goals evaluates the goals as ratios of figures from the same run
 // (adaptive chooses gather for many-small over tcp, and direct over shm;
 // window and end-to-end ratios to the ceilings; few-large, mixed and
-// single-read ratios; p95/p50, plan/p50 and decode/p50 for every adaptive
+// single-read ratios; for reshard-kv and reshard-mixed, adaptive against
+// the better of forced direct and gather, and the staging peak against the
+// staging bound; p95/p50, plan/p50 and decode/p50 for every adaptive
 // workload; staging within P x C; no leaked lease; no failed operation).
 // A missed goal is reported, never hidden, and does not change the exit
 // status: the development machine is shared and noisy.

@@ -247,6 +247,9 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 			s.peak = max(s.peak, peak)
 		}
 		if verify {
+			if c.corrupt != nil {
+				c.corrupt(m.Dst(0).Bytes())
+			}
 			if bad := dstOracle.check(func(j int) []byte { return m.Dst(j).Bytes() }); bad != nil {
 				return fmt.Errorf("scatterbench: %s/%s: %w", w.Name, s.mode.Name, bad)
 			}

@@ -262,3 +262,45 @@ func runCmd(ctx context.Context, argv ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	return string(out), err
 }
+
+// TestReshardWorkloads runs the reshard workloads once in every mode over
+// tcp: lines for every mode, every repetition verified, no errors; a
+// corrupted destination byte fails the run with a *VerifyError.
+func TestReshardWorkloads(t *testing.T) {
+	var ws []Workload
+	for _, w := range Named {
+		if w.Reshard != "" {
+			ws = append(ws, w)
+		}
+	}
+	require.Len(t, ws, 2)
+	c := tinyConfig(t, "tcp", OwnerInproc, ws...)
+	c.Reps, c.Warmup = 1, 0
+	passes, lines, err := run(t, c)
+	require.NoError(t, err)
+	require.Len(t, passes, 1)
+	require.Len(t, passes[0].Workloads, 2)
+	for _, wr := range passes[0].Workloads {
+		require.Equal(t, len(c.Modes), wr.Verified, wr.Workload.Name)
+		require.Len(t, wr.Lines, len(c.Modes))
+		for _, l := range wr.Lines {
+			require.Zero(t, l.Errors, "%s/%s", l.Workload, l.Mode)
+			require.Equal(t, 1, l.Reps)
+			require.Equal(t, uint64(64<<20), l.PayloadBytes)
+			require.Positive(t, l.PlanMs)
+			require.LessOrEqual(t, l.StagingPeakBytes, l.StagingBoundBytes)
+		}
+	}
+	require.Len(t, lines, 2*len(c.Modes))
+
+	c = tinyConfig(t, "tcp", OwnerInproc, ws[0])
+	c.Reps, c.Warmup = 1, 0
+	c.corrupt = func(dst []byte) { // some of these bytes are held, whatever the page tables
+		for i := 0; i < len(dst); i += 4096 {
+			dst[i] ^= 0x40
+		}
+	}
+	_, _, err = run(t, c)
+	var ve *VerifyError
+	require.ErrorAs(t, err, &ve)
+}
