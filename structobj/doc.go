@@ -1,0 +1,224 @@
+// Package structobj stores Structured Objects: a manifest (metadata and
+// named members: tensors, ndarrays, bytes, ragged lists and sparse COO
+// updates) plus a payload, kept in owners' registered memory and moved with
+// the transfer engine's scatter operations: the Structured Object workload
+// of scatterkit's adaptive scatter RFC.
+//
+// An Owner serves objects from one registered region of its transport
+// ("objects"), hands out space (Reserve), installs an object atomically
+// under a key (Commit: a reader sees the old object or the new, never a
+// mix), keeps a replaced or deleted object's space until the readers
+// holding it are done, and publishes each key in a segment directory
+// (package verbs/discovery: embedded or etcd). A Client writes an object's
+// separate buffers straight into reserved space as scatter WRITEs (staging
+// unregistered memory through a pool of registered buffers, chunk by
+// chunk, several chunks in flight) and reads whole objects, selected
+// members or byte ranges of members straight into caller memory, one
+// scatter READ per owner. Without the fast path (no pool, no gather
+// service, pool exhausted) plain inline PUT and GET give the same results.
+//
+// # Manifest format
+//
+// An encoded manifest is one self-delimiting message with magic "SKOM". All
+// integers are little-endian; lengths and offsets are unsigned, shape,
+// stride and nnz values are two's complement int64. Nothing is aligned:
+// decoders read unaligned. Strings are length-prefixed (names and keys by
+// one byte, values by four) and hold their bytes verbatim.
+//
+//	Header (32 bytes)
+//	+--------+------+------------------------------------------------------+
+//	| offset | size | field                                                |
+//	+--------+------+------------------------------------------------------+
+//	|      0 |    4 | magic: "SKOM"                                        |
+//	|      4 |    1 | version: 1                                           |
+//	|      5 |    3 | reserved, 0                                          |
+//	|      8 |    4 | length: bytes of the whole message                   |
+//	|     12 |    4 | crc32c (Castagnoli) of the whole message, computed   |
+//	|        |      | with these 4 bytes as zero                           |
+//	|     16 |    8 | payload bytes (Manifest.PayloadBytes)                |
+//	|     24 |    4 | M: metadata entries                                  |
+//	|     28 |    4 | N: members                                           |
+//	+--------+------+------------------------------------------------------+
+//
+// Then M metadata entries, in Manifest.Meta order (6 bytes at least):
+//
+//	+0      1  key length k (1..255)
+//	+1      k  key
+//	+1+k    4  value length v
+//	+5+k    v  value
+//
+// Then N member records, in Manifest.Members order (22 bytes at least). The
+// fields after the shape depend on the kind:
+//
+//	+0      1  name length n (1..255)
+//	+1      n  name
+//	+1+n    1  kind: 1 tensor, 2 ndarray, 3 bytes, 4 ragged, 5 sparse_coo
+//	+2+n    1  dtype (see DType; 0 for bytes)
+//	+3+n    1  order: 'C' (0x43) or 'F' (0x46) for ndarray, else 0
+//	+4+n    1  D: dimensions (0..255)
+//	+5+n   8D  shape, D int64
+//	       8D  strides in bytes, D int64              tensor only
+//	        8  nnz, int64                             sparse_coo only
+//	       16  data part: offset, length (uint64)
+//	       16  offsets part (ragged) or indices part  ragged, sparse_coo only
+//	           (sparse_coo): offset, length (uint64)
+//
+// For example, a bytes member named "blob" of 5 bytes at payload offset 40
+// is the 25 bytes 04 "blob" 03 00 00 00, then 40 and 5 as uint64s.
+//
+// The last member record ends the message. A part's offset is relative to
+// the object's payload; parts a kind does not use are not encoded (and are
+// zero in the decoded Member).
+//
+// Versioning: the version byte changes whenever any layout or meaning
+// changes; there are no optional fields. A reader that meets another version
+// fails with ErrManifestVersion. Reserved bytes must be zero so that a later
+// version can give them meaning.
+//
+// The encoding is canonical: every byte follows from the Manifest, so
+// decoding and re-encoding reproduces a message byte for byte.
+//
+// What DecodeManifest rejects, always as a *WireError wrapping
+// ErrManifestWire: a message over Limits.MaxBytes, or with more metadata
+// entries or members than the limits allow (also ErrManifestLimit); bad
+// magic; another version (also ErrManifestVersion); nonzero reserved bytes;
+// a length field other than the message's size (too short: truncated; too
+// long: trailing bytes); a checksum mismatch; counts that need more bytes
+// than the message has; a record running past the end, an unknown kind, or
+// bytes after the last member; and a well-formed message whose manifest
+// breaks a rule of Validate (also the *ManifestError, and so ErrManifest).
+//
+// Allocation: the decoder sizes nothing from a count before checking that
+// the message holds the minimum bytes that count implies, and it allocates
+// only once the whole message has been checked. Decoding into a fresh
+// Manifest allocates at most about 8 bytes per message byte (the Member
+// structs, the shapes, the strings and the validation scratch; 6.2 measured
+// for a message of 30,000 minimal members). Decoding into a Manifest that
+// already holds a manifest of the same size reuses its storage and
+// allocates one block for the strings, or nothing when they are the same
+// bytes as before.
+//
+// # Control protocol
+//
+// Payload bytes move with one-sided transfers on the owner's "objects"
+// region: a client WRITEs a payload into space it reserved and READs an
+// object's payload at the offset Open returned. Everything else is one of
+// the control calls below, made with verbs.Conn.Call on the owner's
+// segment.
+//
+//	method     id      request                         reply
+//	Info       0x5301  -                               capabilities: arena and inline sizes,
+//	                                                   TTLs, gather service, limits, names
+//	Reserve    0x5302  size                            reservation id, offset, length, TTL
+//	Commit     0x5303  reservation id, key, manifest   version
+//	Abort      0x5304  reservation id                  -
+//	Open       0x5305  key                             hold id, version, payload offset,
+//	                                                   hold TTL, manifest
+//	Close      0x5306  hold id                         -
+//	Delete     0x5307  key                             version deleted
+//	PutInline  0x5308  key, manifest, payload          version
+//	GetInline  0x5309  key, ranges (none: all)         version, manifest, the ranges' bytes
+//
+// Every message, request or reply, is little-endian and unaligned and
+// starts with the same 8-byte header:
+//
+//	+--------+------+------------------------------------------------+
+//	| offset | size | field                                          |
+//	+--------+------+------------------------------------------------+
+//	|      0 |    4 | magic "SKSO"                                   |
+//	|      4 |    1 | version: 1                                     |
+//	|      5 |    1 | kind: method id - 0x5300 (1..9) for a request, |
+//	|        |      | that | 0x80 for its reply                      |
+//	|      6 |    2 | reserved, 0                                    |
+//	+--------+------+------------------------------------------------+
+//
+// The bodies, by offset from the start of the message (K: key length,
+// M: manifest length, P: payload length, N: ranges, D: data length):
+//
+//	Info request       8: nothing more.
+//	Info reply         8: arena bytes (u64)          16: max inline bytes (u64, 0: none)
+//	                  24: reserve TTL ns (u64)      32: hold TTL ns (u64)
+//	                  40: flags (u32; bit 0: gather service on the segment)
+//	                  44: region name length R (u8) 45: namespace length S (u8)
+//	                  46: reserved (u16, 0)
+//	                  48: manifest limits (u64 each): MaxMembers, MaxDims, MaxMeta,
+//	                      MaxMetaBytes, MaxBytes
+//	                  88: region name (R), namespace (S)
+//	Reserve request    8: size (u64)
+//	Reserve reply      8: reservation id (u64)      16: offset in the region (u64)
+//	                  24: length reserved (u64, size rounded up to 64)
+//	                  32: TTL ns (u64)
+//	Commit request     8: reservation id (u64)      16: K (u16)  18: reserved (u16, 0)
+//	                  20: M (u32)                   24: key, manifest
+//	Commit reply       8: version (u64)
+//	Abort request      8: reservation id (u64)
+//	Abort reply        8: nothing more.
+//	Open request       8: K (u16)  10: reserved (6 bytes, 0)  16: key
+//	Open reply         8: hold id (u64)             16: version (u64)
+//	                  24: payload offset in the region (u64)
+//	                  32: hold TTL ns (u64)         40: M (u32)  44: reserved (u32, 0)
+//	                  48: manifest
+//	Close request      8: hold id (u64)
+//	Close reply        8: nothing more.
+//	Delete request     as Open request.
+//	Delete reply       8: version deleted (u64)
+//	PutInline request  8: K (u16)  10: reserved (u16, 0)  12: M (u32)  16: P (u64)
+//	                  24: key, manifest, payload
+//	PutInline reply    8: version (u64)
+//	GetInline request  8: K (u16)  10: reserved (u16, 0)  12: N (u32)
+//	                  16: key, then N ranges of offset (u64), length (u64)
+//	GetInline reply    8: version (u64)  16: M (u32)  20: reserved (u32, 0)  24: D (u64)
+//	                  32: manifest, then the ranges' bytes in request order (D)
+//
+// A decoder rejects, with a *MessageError (ErrProtocol): another magic
+// or version, a kind that is not the message's, reserved bytes that are
+// not zero, a length that disagrees with the counts (trailing bytes
+// included), a key of 0 or more than MaxKeyLen bytes, a manifest longer
+// than the limit, inline payload or data beyond the inline limit, more
+// than MaxInlineRanges ranges, an empty range or one whose end overflows,
+// zero ids and versions, region offsets and lengths that are not
+// multiples of Align or overflow, TTLs that are zero or beyond MaxTTL,
+// and in Info an inline size above MaxInlineLimit, unknown flags, limits
+// of 0 or above 2^32-1, a manifest limit above MaxManifestBytes and an
+// empty region name. Keys are checked against the naming rules by the
+// owner, not the decoder; manifests by DecodeManifest.
+//
+// Reservation and hold ids are issued by the owner, never zero, and
+// belong to the connection that took them: another connection naming
+// them is refused. TTLs travel as durations, so the two sides' clocks need
+// not agree: a client adds them to its own clock when the reply arrives.
+//
+// A call that fails is answered with the handler error text
+//
+//	structobj <code>: <detail>
+//
+// where code is one of the Code constants:
+//
+//	Reserve    nospace (no free extent that large), busy (MaxReservations)
+//	Commit     notfound (no such reservation), expired (past its TTL; its
+//	           space is gone), refused (another connection's reservation,
+//	           a manifest that does not decode under the limits or whose
+//	           PayloadBytes exceed the reservation, a name another live
+//	           owner publishes), nospace (MaxObjects), busy (the directory
+//	           failed to publish)
+//	Abort      notfound, expired (nothing left to abort), refused (another
+//	           connection's)
+//	Open       notfound (no such key), busy (MaxHolds)
+//	Close      notfound, expired (the hold had ended), refused (another
+//	           connection's)
+//	Delete     notfound
+//	PutInline  refused (payload length other than PayloadBytes), nospace,
+//	           busy, as Commit
+//	GetInline  notfound, refused (a range outside the payload, a whole
+//	           payload above the inline limit)
+//	any        refused (malformed message, invalid key), closed (the
+//	           owner is closing)
+//
+// The code is what a client branches on; the detail is for people.
+// decodeCallError turns such a verbs.CallError back into an *OwnerError
+// that matches the code's sentinel (ErrNotFound, ErrNoSpace, ErrExpired,
+// ErrRefused, ErrBusy, ErrClosed) with errors.Is.
+//
+// A new version of any message changes the header's version, and both
+// sides refuse what they do not speak.
+package structobj

@@ -1,0 +1,1050 @@
+package structobj
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/costmodel"
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/discovery"
+	"github.com/scatterkit/scatterkit/verbs/shm"
+	"github.com/scatterkit/scatterkit/verbs/tcp"
+)
+
+// Defaults of OwnerConfig fields left zero.
+const (
+	DefaultReserveTTL      = 30 * time.Second
+	DefaultHoldTTL         = 60 * time.Second
+	DefaultMaxInline       = 8 << 20
+	DefaultNamespace       = "default"
+	DefaultMaxReservations = 4096
+	DefaultMaxHolds        = 1 << 16
+	DefaultMaxObjects      = 1 << 20
+	// RecordPrefix starts the name of every discovery record an owner
+	// publishes: RecordPrefix + namespace + "/" + key.
+	RecordPrefix = "structobj/"
+	// RecordAttrRegion is the record attribute that names the region
+	// holding the objects.
+	RecordAttrRegion = "region"
+)
+
+// tombstones is how many ended reservations and holds an owner
+// remembers as expired, so a late Commit or Close is told ErrExpired
+// rather than ErrNotFound.
+const tombstones = 4096
+
+// OwnerConfig configures an Owner.
+type OwnerConfig struct {
+	// Transport serves the segment and allocates the region (the owner
+	// does not close it).
+	Transport verbs.Transport
+	// TransportName is the Transport field of published records. Empty
+	// means "shm" or "tcp" for those backends' transports; another
+	// backend must set it when Directory is set.
+	TransportName string
+	// Addr is where the segment listens (see Transport.Listen).
+	Addr string
+	// ArenaBytes is the size of the object region (rounded up to Align).
+	ArenaBytes int
+	// Directory, when set, receives a record per key (see Owner); nil
+	// publishes nothing and clients address the owner directly.
+	Directory discovery.Directory
+	// Namespace is the middle of the record names (default "default"):
+	// "structobj/<Namespace>/<key>". It follows the naming rules.
+	Namespace string
+	// Limits bound the manifests the owner decodes (zero fields take
+	// DefaultLimits; MaxBytes is lowered to MaxManifestBytes).
+	Limits Limits
+	// ReserveTTL is how long a reservation stays pending without Commit
+	// (default 30 s); HoldTTL how long a hold lasts without Close
+	// (default 60 s). Both at most MaxTTL.
+	ReserveTTL, HoldTTL time.Duration
+	// MaxInline bounds the payload of PutInline and the data of
+	// GetInline (default 8 MiB, at most MaxInlineLimit); negative turns
+	// the inline methods off (their calls fail with verbs.ErrNotSupported).
+	MaxInline int
+	// MaxReservations, MaxHolds and MaxObjects bound the owner's tables
+	// (defaults 4096, 65536 and 1 Mi): a Reserve or Open beyond them
+	// fails with ErrBusy, a Commit of a new key with ErrNoSpace.
+	MaxReservations, MaxHolds, MaxObjects int
+	// GatherStagingBytes > 0 runs a verbs.GatherService on the segment
+	// with that much staging, so a GET of many small ranges can be
+	// gathered by the owner; 0 runs none.
+	GatherStagingBytes int
+	// PackWorkers and Calibration configure the gather service (see
+	// verbs.ServiceConfig; nil Calibration calibrates at start).
+	PackWorkers int
+	Calibration *costmodel.Calibration
+	// OnError receives errors that end a client's connection abnormally
+	// and failures to withdraw a record; nil drops them. It must not
+	// block.
+	OnError func(error)
+	// Now is the clock of TTLs (default time.Now); tests set it.
+	Now func() time.Time
+}
+
+// ConfigError reports an OwnerConfig field that NewOwner cannot use. It
+// matches ErrConfig.
+type ConfigError struct {
+	Field, Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("structobj: owner config: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+// ErrConfig is matched by a *ConfigError.
+var ErrConfig = errors.New("structobj: invalid owner config")
+
+// withDefaults validates c and fills its defaults.
+func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
+	bad := func(field, format string, args ...any) (OwnerConfig, error) {
+		return c, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Transport == nil:
+		return bad("Transport", "nil")
+	case c.ArenaBytes <= 0 || c.ArenaBytes > 1<<50:
+		return bad("ArenaBytes", "%d, want 1..2^50", c.ArenaBytes)
+	case c.ReserveTTL < 0 || c.ReserveTTL > MaxTTL, c.HoldTTL < 0 || c.HoldTTL > MaxTTL:
+		return bad("ReserveTTL/HoldTTL", "%v, %v: want 0 (default) up to %v", c.ReserveTTL, c.HoldTTL, MaxTTL)
+	case c.MaxInline > MaxInlineLimit:
+		return bad("MaxInline", "%d, at most %d", c.MaxInline, MaxInlineLimit)
+	case c.MaxReservations < 0 || c.MaxHolds < 0 || c.MaxObjects < 0 || c.GatherStagingBytes < 0 || c.PackWorkers < 0:
+		return bad("Max*/GatherStagingBytes/PackWorkers", "negative")
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if err := discovery.ValidateName(RecordPrefix + c.Namespace); err != nil {
+		return bad("Namespace", "%q: %v", c.Namespace, err)
+	}
+	if c.TransportName == "" {
+		switch c.Transport.(type) {
+		case *shm.Transport:
+			c.TransportName = "shm"
+		case *tcp.Transport:
+			c.TransportName = "tcp"
+		}
+	}
+	if c.Directory != nil && c.TransportName == "" {
+		return bad("TransportName", "needed to publish records of a %T", c.Transport)
+	}
+	if c.ReserveTTL == 0 {
+		c.ReserveTTL = DefaultReserveTTL
+	}
+	if c.HoldTTL == 0 {
+		c.HoldTTL = DefaultHoldTTL
+	}
+	if c.MaxInline == 0 {
+		c.MaxInline = DefaultMaxInline
+	}
+	if c.MaxReservations == 0 {
+		c.MaxReservations = DefaultMaxReservations
+	}
+	if c.MaxHolds == 0 {
+		c.MaxHolds = DefaultMaxHolds
+	}
+	if c.MaxObjects == 0 {
+		c.MaxObjects = DefaultMaxObjects
+	}
+	if c.PackWorkers == 0 {
+		c.PackWorkers = min(runtime.GOMAXPROCS(0), 8)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Limits.MaxBytes <= 0 || c.Limits.MaxBytes > MaxManifestBytes {
+		c.Limits.MaxBytes = MaxManifestBytes
+	}
+	c.Limits = c.Limits.withDefaults()
+	return c, nil
+}
+
+// Owner serves Structured Objects from one region of its transport, the
+// export RegionName of a segment, with the control protocol of proto.go.
+//
+// A PUT reserves space (Reserve: pending, invisible to readers), WRITEs
+// the payload there with one-sided transfers and installs it under a key
+// with its manifest (Commit), atomically: a reader that opens the key
+// sees the old object or the new one, never a mix. The reserved space
+// beyond the manifest's PayloadBytes is given back at Commit. A
+// reservation that is neither committed nor aborted within ReserveTTL
+// (a client killed mid-PUT) is dropped and its space freed; nothing of it
+// ever became visible. A GET opens the key (Open: a hold on the current
+// version, its payload offset and manifest), READs what it needs and
+// closes the hold (Close). A replaced or deleted object keeps its space
+// until its last hold is closed or expires: a reader must finish within
+// HoldTTL of its Open, after which the space may be reused. PutInline and
+// GetInline carry the payload inside the call instead (the fallback
+// path), with the same index and holds.
+//
+// Reservations and holds belong to the connection that took them: Commit,
+// Abort and Close from another connection are refused. The owner does
+// not learn when a connection ends, so what a vanished client held is
+// released by the TTLs, swept on every call and by a timer.
+//
+// Every control message is untrusted: decoded strictly, keys checked
+// against the naming rules, manifests decoded under the Limits, every
+// offset and size checked; a refused call changes nothing. One-sided
+// transfers, however, are policed by the transport per region only: a
+// client with the region's key may READ or WRITE any byte of it, so the
+// owner protects its objects from mistakes and killed clients, not from
+// a client that writes outside its reservation on purpose.
+//
+// With a Directory, the first Commit of a key publishes the record
+// "structobj/<Namespace>/<key>" (Transport, the segment's Addr and the
+// attribute "region" = RegionName), and Delete withdraws it. A key whose
+// name another live owner holds cannot be committed (ErrRefused).
+// Versions are owner-wide and increasing: every Commit or PutInline gets
+// a larger version than any before it, so a key deleted and created again
+// never repeats a version.
+type Owner struct {
+	cfg    OwnerConfig
+	wlim   wireLimits
+	prefix string // RecordPrefix + namespace + "/"
+	region *verbs.Region
+	seg    verbs.Segment
+	stage  *verbs.Staging
+	svc    *verbs.GatherService
+	info   []byte // the encoded Info reply
+
+	// pubMu orders the directory publications and withdrawals, so a
+	// key's record and its object appear and disappear together.
+	pubMu sync.Mutex
+
+	mu       sync.Mutex
+	closed   bool
+	alloc    *allocator
+	objects  map[string]*object
+	regs     map[string]discovery.Registration
+	res      map[uint64]*reservation
+	holds    map[uint64]*hold
+	tomb     map[uint64]uint64 // ended-by-expiry id -> connection
+	tombRing []uint64
+	tombNext int
+	nextID   uint64
+	version  uint64
+	earliest time.Time // no reservation or hold expires before (zero: none)
+	used     uint64    // extents of installed objects
+	pending  uint64    // extents of reservations and inline PUTs in progress
+	retired  uint64    // extents of replaced or deleted objects still held
+	nRetired int
+
+	calls        [numMethods]methodCounters
+	failures     [numCodes]atomic.Uint64
+	expiredRes   atomic.Uint64
+	expiredHolds atomic.Uint64
+	manifestPool sync.Pool
+	stopSweep    chan struct{}
+	sweepDone    chan struct{} // nil until the sweeper starts
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+const numMethods = int(MethodGetInline-MethodInfo) + 1
+
+var allCodes = [...]Code{CodeNotFound, CodeNoSpace, CodeExpired, CodeRefused, CodeBusy, CodeClosed}
+
+const numCodes = len(allCodes)
+
+type methodCounters struct{ calls, failed atomic.Uint64 }
+
+// object is one installed (or retired) object version.
+type object struct {
+	key      string
+	version  uint64
+	manifest []byte // the encoded manifest, owned
+	payload  uint64 // PayloadBytes
+	ext      extent
+	holds    int  // holds of clients and GetInline calls in progress
+	live     bool // installed under key
+}
+
+// reservation is pending space.
+type reservation struct {
+	id, conn uint64
+	ext      extent
+	size     uint64 // as asked
+	expires  time.Time
+}
+
+// hold keeps an object version's space from reuse.
+type hold struct {
+	id, conn uint64
+	obj      *object
+	expires  time.Time
+}
+
+// NewOwner allocates the region, listens, starts the gather service when
+// configured, and serves. On error everything it created is released.
+func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	arena, _ := alignUp(uint64(cfg.ArenaBytes))
+	o = &Owner{
+		cfg:       cfg,
+		prefix:    RecordPrefix + cfg.Namespace + "/",
+		alloc:     newAllocator(arena),
+		objects:   make(map[string]*object),
+		regs:      make(map[string]discovery.Registration),
+		res:       make(map[uint64]*reservation),
+		holds:     make(map[uint64]*hold),
+		tomb:      make(map[uint64]uint64),
+		tombRing:  make([]uint64, 0, tombstones),
+		stopSweep: make(chan struct{}),
+	}
+	o.wlim = wireLimits{manifest: uint64(cfg.Limits.MaxBytes), inline: uint64(max(cfg.MaxInline, 0))}
+	o.manifestPool.New = func() any { return new(Manifest) }
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, o.release())
+			o = nil
+		}
+	}()
+	// Each part is kept only once created: a failed constructor may
+	// return a typed nil in an interface.
+	region, err := cfg.Transport.Alloc(int(arena), verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
+	if err != nil {
+		return o, fmt.Errorf("structobj: owner region: %w", err)
+	}
+	o.region = region
+	exports := []verbs.Export{{Name: RegionName, Region: o.region}}
+	seg, err := cfg.Transport.Listen(cfg.Addr, exports, verbs.ListenOptions{OnError: cfg.OnError})
+	if err != nil {
+		return o, fmt.Errorf("structobj: owner listen: %w", err)
+	}
+	o.seg = seg
+	if cfg.GatherStagingBytes > 0 {
+		stage, err := verbs.NewStaging(cfg.Transport, bufferpool.Config{Budget: cfg.GatherStagingBytes}, verbs.AccessLocal)
+		if err != nil {
+			return o, fmt.Errorf("structobj: gather staging: %w", err)
+		}
+		o.stage = stage
+		svc, err := verbs.NewGatherService(verbs.ServiceConfig{Segment: o.seg, Exports: exports, Staging: o.stage,
+			PackWorkers: cfg.PackWorkers, Calibration: cfg.Calibration})
+		if err != nil {
+			return o, fmt.Errorf("structobj: gather service: %w", err)
+		}
+		o.svc = svc
+	}
+	info := infoReply{arena: arena, maxInline: o.wlim.inline, reserveTTL: cfg.ReserveTTL, holdTTL: cfg.HoldTTL,
+		gather: o.svc != nil, limits: cfg.Limits, region: RegionName, namespace: cfg.Namespace}
+	o.info = info.appendTo(nil)
+	o.handle(MethodInfo, o.serveInfo)
+	o.handle(MethodReserve, o.serveReserve)
+	o.handle(MethodCommit, o.serveCommit)
+	o.handle(MethodAbort, o.serveAbort)
+	o.handle(MethodOpen, o.serveOpen)
+	o.handle(MethodClose, o.serveClose)
+	o.handle(MethodDelete, o.serveDelete)
+	if cfg.MaxInline > 0 {
+		o.handle(MethodPutInline, o.servePutInline)
+		o.handle(MethodGetInline, o.serveGetInline)
+	}
+	o.sweepDone = make(chan struct{})
+	go o.sweeper(sweepInterval(cfg.ReserveTTL, cfg.HoldTTL))
+	return o, nil
+}
+
+// sweepInterval is how often the timer sweeps: a quarter of the shorter
+// TTL, within [1 ms, 1 s].
+func sweepInterval(a, b time.Duration) time.Duration {
+	return min(max(min(a, b)/4, time.Millisecond), time.Second)
+}
+
+// Addr returns the segment's address.
+func (o *Owner) Addr() string { return o.seg.Addr() }
+
+// handle registers a handler that counts its calls and failures.
+func (o *Owner) handle(method uint16, f func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error)) {
+	c := &o.calls[method-MethodInfo]
+	o.seg.Handle(method, verbs.HandlerFunc(func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
+		c.calls.Add(1)
+		out, err := f(ctx, p, req, resp)
+		if err != nil {
+			c.failed.Add(1)
+			var oe *OwnerError
+			if errors.As(err, &oe) {
+				for i, code := range allCodes {
+					if code == oe.Code {
+						o.failures[i].Add(1)
+					}
+				}
+			}
+		}
+		return out, err
+	}))
+}
+
+// refused wraps a decoding or validation failure.
+func refused(err error) *OwnerError {
+	return &OwnerError{Code: CodeRefused, Detail: strings.TrimPrefix(err.Error(), "structobj: ")}
+}
+
+func errClosed() *OwnerError { return ownerErr(CodeClosed, "owner closing") }
+
+// checkKey validates a key against the naming rules of its record name.
+func (o *Owner) checkKey(key []byte) error {
+	if err := discovery.ValidateName(o.prefix + string(key)); err != nil {
+		return ownerErr(CodeRefused, "key %q: %v", key, err)
+	}
+	return nil
+}
+
+// decodeManifest decodes and validates b under the owner's limits into a
+// pooled Manifest (put it back with putManifest).
+func (o *Owner) decodeManifest(b []byte) (*Manifest, error) {
+	m := o.manifestPool.Get().(*Manifest)
+	if err := DecodeManifest(m, b, o.cfg.Limits); err != nil {
+		o.manifestPool.Put(m)
+		return nil, refused(err)
+	}
+	return m, nil
+}
+
+func (o *Owner) putManifest(m *Manifest) { o.manifestPool.Put(m) }
+
+// newIDLocked returns a fresh reservation or hold id (one counter for
+// both, so an id names one thing).
+func (o *Owner) newIDLocked() uint64 {
+	o.nextID++
+	return o.nextID
+}
+
+func (o *Owner) noteExpiryLocked(t time.Time) {
+	if o.earliest.IsZero() || t.Before(o.earliest) {
+		o.earliest = t
+	}
+}
+
+// buryLocked remembers that id (of conn) ended by expiry.
+func (o *Owner) buryLocked(id, conn uint64) {
+	if len(o.tombRing) < tombstones {
+		o.tombRing = append(o.tombRing, id)
+	} else {
+		delete(o.tomb, o.tombRing[o.tombNext])
+		o.tombRing[o.tombNext] = id
+		o.tombNext = (o.tombNext + 1) % tombstones
+	}
+	o.tomb[id] = conn
+}
+
+// goneErr explains why id (a reservation or hold, what) is unknown to
+// conn.
+func (o *Owner) goneErrLocked(what string, id, conn uint64) *OwnerError {
+	if c, ok := o.tomb[id]; ok && c == conn {
+		return ownerErr(CodeExpired, "%s %d expired", what, id)
+	}
+	return ownerErr(CodeNotFound, "no %s %d", what, id)
+}
+
+// sweepLocked drops the reservations and holds that expired by now.
+func (o *Owner) sweepLocked(now time.Time) {
+	if o.earliest.IsZero() || now.Before(o.earliest) {
+		return
+	}
+	var next time.Time
+	later := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for id, r := range o.res {
+		if now.Before(r.expires) {
+			later(r.expires)
+			continue
+		}
+		o.dropReservationLocked(r)
+		o.buryLocked(id, r.conn)
+		o.expiredRes.Add(1)
+	}
+	for id, h := range o.holds {
+		if now.Before(h.expires) {
+			later(h.expires)
+			continue
+		}
+		o.releaseHoldLocked(h)
+		o.buryLocked(id, h.conn)
+		o.expiredHolds.Add(1)
+	}
+	o.earliest = next
+}
+
+func (o *Owner) dropReservationLocked(r *reservation) {
+	delete(o.res, r.id)
+	o.pending -= r.ext.len
+	o.alloc.release(r.ext)
+}
+
+func (o *Owner) releaseHoldLocked(h *hold) {
+	delete(o.holds, h.id)
+	o.unholdLocked(h.obj)
+}
+
+// unholdLocked drops one hold of obj, freeing a retired object's space
+// with its last hold.
+func (o *Owner) unholdLocked(obj *object) {
+	obj.holds--
+	if obj.holds == 0 && !obj.live {
+		o.retired -= obj.ext.len
+		o.nRetired--
+		o.alloc.release(obj.ext)
+	}
+}
+
+// retireLocked takes obj out of the index's accounting: its space is
+// freed now, or with its last hold.
+func (o *Owner) retireLocked(obj *object) {
+	obj.live = false
+	o.used -= obj.ext.len
+	if obj.holds == 0 {
+		o.alloc.release(obj.ext)
+		return
+	}
+	o.retired += obj.ext.len
+	o.nRetired++
+}
+
+// sweeper sweeps expired reservations and holds every interval until
+// Close.
+func (o *Owner) sweeper(interval time.Duration) {
+	defer close(o.sweepDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stopSweep:
+			return
+		case <-t.C:
+			o.mu.Lock()
+			if !o.closed {
+				o.sweepLocked(o.cfg.Now())
+			}
+			o.mu.Unlock()
+		}
+	}
+}
+
+// lock takes the owner's lock and sweeps; it fails once the owner is
+// closing. It returns the sweep's time.
+func (o *Owner) lock() (time.Time, error) {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return time.Time{}, errClosed()
+	}
+	now := o.cfg.Now()
+	o.sweepLocked(now)
+	return now, nil
+}
+
+func (o *Owner) serveInfo(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
+	m := emptyRequest{method: MethodInfo}
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	return append(resp, o.info...), nil
+}
+
+func (o *Owner) serveReserve(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
+	var m reserveRequest
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	now, err := o.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer o.mu.Unlock()
+	if len(o.res) >= o.cfg.MaxReservations {
+		return nil, ownerErr(CodeBusy, "%d reservations outstanding", len(o.res))
+	}
+	ext, err := o.alloc.alloc(m.size)
+	if err != nil {
+		var ns *NoSpaceError
+		errors.As(err, &ns)
+		return nil, ownerErr(CodeNoSpace, "%d bytes wanted, largest free extent %d, %d free, %d pending, %d retired",
+			ns.Want, ns.Largest, ns.Free, o.pending, o.retired)
+	}
+	r := &reservation{id: o.newIDLocked(), conn: p.ConnID(), ext: ext, size: m.size, expires: now.Add(o.cfg.ReserveTTL)}
+	o.res[r.id] = r
+	o.pending += ext.len
+	o.noteExpiryLocked(r.expires)
+	rep := reserveReply{id: r.id, off: ext.off, length: ext.len, ttl: o.cfg.ReserveTTL}
+	return rep.appendTo(resp), nil
+}
+
+// claim is the space a new object version takes: a reservation (Commit)
+// or inline space already filled (PutInline).
+type claim struct {
+	conn, id uint64 // the reservation (id 0: inline)
+	ext      extent // inline: the filled space
+	payload  uint64 // the manifest's PayloadBytes
+}
+
+// checkLocked reports whether the claim can be installed now.
+func (o *Owner) checkLocked(c *claim, now time.Time) (*reservation, error) {
+	if c.id == 0 {
+		return nil, nil
+	}
+	r := o.res[c.id]
+	switch {
+	case r == nil:
+		return nil, o.goneErrLocked("reservation", c.id, c.conn)
+	case r.conn != c.conn:
+		return nil, ownerErr(CodeRefused, "reservation %d belongs to another connection", c.id)
+	case !now.Before(r.expires):
+		// The sweep runs first, so this is only reached at the instant of
+		// expiry; drop it here all the same.
+		o.dropReservationLocked(r)
+		o.buryLocked(r.id, r.conn)
+		o.expiredRes.Add(1)
+		return nil, ownerErr(CodeExpired, "reservation %d expired", c.id)
+	case c.payload > r.size:
+		return nil, ownerErr(CodeRefused, "manifest payload of %d bytes exceeds reservation %d of %d bytes", c.payload, c.id, r.size)
+	}
+	return r, nil
+}
+
+// installLocked installs key -> the claim's space and manifest (which it
+// copies) and returns the new version. The replaced object is retired.
+func (o *Owner) installLocked(key string, c *claim, manifest []byte, now time.Time) (uint64, error) {
+	r, err := o.checkLocked(c, now)
+	if err != nil {
+		return 0, err
+	}
+	old := o.objects[key]
+	if old == nil && len(o.objects) >= o.cfg.MaxObjects {
+		return 0, ownerErr(CodeNoSpace, "%d objects, the owner's limit", len(o.objects))
+	}
+	ext := c.ext
+	if r != nil {
+		delete(o.res, r.id)
+		ext = r.ext
+	}
+	o.pending -= ext.len
+	ext = o.alloc.shrink(ext, c.payload)
+	o.version++
+	obj := &object{key: key, version: o.version, manifest: append([]byte(nil), manifest...), payload: c.payload, ext: ext, live: true}
+	o.objects[key] = obj
+	o.used += ext.len
+	if old != nil {
+		o.retireLocked(old)
+	}
+	return obj.version, nil
+}
+
+// install installs a new version of key, publishing its record first
+// when the key has none.
+func (o *Owner) install(ctx context.Context, key string, c *claim, manifest []byte) (uint64, error) {
+	now, err := o.lock()
+	if err != nil {
+		return 0, err
+	}
+	if o.cfg.Directory == nil || o.regs[key] != nil {
+		v, err := o.installLocked(key, c, manifest, now)
+		o.mu.Unlock()
+		return v, err
+	}
+	_, err = o.checkLocked(c, now)
+	o.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	// Publishing takes the directory's time: not under o.mu. pubMu keeps
+	// another install or a Delete of any key from interleaving.
+	o.pubMu.Lock()
+	defer o.pubMu.Unlock()
+	o.mu.Lock()
+	has := o.regs[key] != nil
+	o.mu.Unlock()
+	var reg discovery.Registration
+	if !has {
+		reg, err = o.cfg.Directory.Publish(ctx, discovery.Record{Name: o.prefix + key, Transport: o.cfg.TransportName,
+			Addr: o.seg.Addr(), Attrs: map[string]string{RecordAttrRegion: RegionName}})
+		switch {
+		case errors.Is(err, discovery.ErrExists):
+			return 0, ownerErr(CodeRefused, "key %q: %v", key, err)
+		case err != nil:
+			return 0, ownerErr(CodeBusy, "publish key %q: %v", key, err)
+		}
+	}
+	now, err = o.lock()
+	var v uint64
+	if err == nil {
+		v, err = o.installLocked(key, c, manifest, now)
+		if err == nil && reg != nil {
+			o.regs[key] = reg
+			reg = nil
+		}
+		o.mu.Unlock()
+	}
+	if reg != nil {
+		o.withdraw(reg)
+	}
+	return v, err
+}
+
+// withdraw closes a registration, reporting a failure to OnError.
+func (o *Owner) withdraw(reg discovery.Registration) {
+	if err := reg.Close(); err != nil && o.cfg.OnError != nil {
+		o.cfg.OnError(fmt.Errorf("structobj: withdraw %q: %w", reg.Record().Name, err))
+	}
+}
+
+func (o *Owner) serveCommit(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
+	var m commitRequest
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	if err := o.checkKey(m.key); err != nil {
+		return nil, err
+	}
+	man, err := o.decodeManifest(m.manifest)
+	if err != nil {
+		return nil, err
+	}
+	c := claim{conn: p.ConnID(), id: m.id, payload: man.PayloadBytes}
+	o.putManifest(man)
+	v, err := o.install(ctx, string(m.key), &c, m.manifest)
+	if err != nil {
+		return nil, err
+	}
+	rep := versionReply{method: MethodCommit, version: v}
+	return rep.appendTo(resp), nil
+}
+
+func (o *Owner) serveAbort(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
+	m := idMessage{method: MethodAbort}
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	if _, err := o.lock(); err != nil {
+		return nil, err
+	}
+	defer o.mu.Unlock()
+	r := o.res[m.id]
+	switch {
+	case r == nil:
+		return nil, o.goneErrLocked("reservation", m.id, p.ConnID())
+	case r.conn != p.ConnID():
+		return nil, ownerErr(CodeRefused, "reservation %d belongs to another connection", m.id)
+	}
+	o.dropReservationLocked(r)
+	rep := emptyReply{method: MethodAbort}
+	return rep.appendTo(resp), nil
+}
+
+func (o *Owner) serveOpen(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
+	m := keyRequest{method: MethodOpen}
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	if err := o.checkKey(m.key); err != nil {
+		return nil, err
+	}
+	now, err := o.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer o.mu.Unlock()
+	obj := o.objects[string(m.key)]
+	switch {
+	case obj == nil:
+		return nil, ownerErr(CodeNotFound, "no key %q", m.key)
+	case len(o.holds) >= o.cfg.MaxHolds:
+		return nil, ownerErr(CodeBusy, "%d holds outstanding", len(o.holds))
+	}
+	h := &hold{id: o.newIDLocked(), conn: p.ConnID(), obj: obj, expires: now.Add(o.cfg.HoldTTL)}
+	o.holds[h.id] = h
+	obj.holds++
+	o.noteExpiryLocked(h.expires)
+	rep := openReply{hold: h.id, version: obj.version, off: obj.ext.off, ttl: o.cfg.HoldTTL, manifest: obj.manifest}
+	return rep.appendTo(resp), nil
+}
+
+func (o *Owner) serveClose(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
+	m := idMessage{method: MethodClose}
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	if _, err := o.lock(); err != nil {
+		return nil, err
+	}
+	defer o.mu.Unlock()
+	h := o.holds[m.id]
+	switch {
+	case h == nil:
+		return nil, o.goneErrLocked("hold", m.id, p.ConnID())
+	case h.conn != p.ConnID():
+		return nil, ownerErr(CodeRefused, "hold %d belongs to another connection", m.id)
+	}
+	o.releaseHoldLocked(h)
+	rep := emptyReply{method: MethodClose}
+	return rep.appendTo(resp), nil
+}
+
+func (o *Owner) serveDelete(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
+	m := keyRequest{method: MethodDelete}
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	if err := o.checkKey(m.key); err != nil {
+		return nil, err
+	}
+	if o.cfg.Directory != nil {
+		o.pubMu.Lock()
+		defer o.pubMu.Unlock()
+	}
+	if _, err := o.lock(); err != nil {
+		return nil, err
+	}
+	obj := o.objects[string(m.key)]
+	if obj == nil {
+		o.mu.Unlock()
+		return nil, ownerErr(CodeNotFound, "no key %q", m.key)
+	}
+	delete(o.objects, obj.key)
+	o.retireLocked(obj)
+	reg := o.regs[obj.key]
+	delete(o.regs, obj.key)
+	o.mu.Unlock()
+	if reg != nil {
+		o.withdraw(reg)
+	}
+	rep := versionReply{method: MethodDelete, version: obj.version}
+	return rep.appendTo(resp), nil
+}
+
+func (o *Owner) servePutInline(ctx context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
+	var m putInlineRequest
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	if err := o.checkKey(m.key); err != nil {
+		return nil, err
+	}
+	man, err := o.decodeManifest(m.manifest)
+	if err != nil {
+		return nil, err
+	}
+	payload := man.PayloadBytes
+	o.putManifest(man)
+	if payload != uint64(len(m.payload)) {
+		return nil, ownerErr(CodeRefused, "manifest payload of %d bytes, %d bytes sent", payload, len(m.payload))
+	}
+	if _, err := o.lock(); err != nil {
+		return nil, err
+	}
+	ext, err := o.alloc.alloc(payload)
+	if err == nil {
+		o.pending += ext.len
+	}
+	o.mu.Unlock()
+	if err != nil {
+		var ns *NoSpaceError
+		errors.As(err, &ns)
+		return nil, ownerErr(CodeNoSpace, "%d bytes wanted, largest free extent %d", ns.Want, ns.Largest)
+	}
+	// The space is pending (invisible): fill it without the lock.
+	copy(o.region.Bytes()[ext.off:ext.off+payload], m.payload)
+	c := claim{ext: ext, payload: payload}
+	v, err := o.install(ctx, string(m.key), &c, m.manifest)
+	if err != nil {
+		o.mu.Lock()
+		if !o.closed { // Close has freed everything already
+			o.pending -= ext.len
+			o.alloc.release(ext)
+		}
+		o.mu.Unlock()
+		return nil, err
+	}
+	rep := versionReply{method: MethodPutInline, version: v}
+	return rep.appendTo(resp), nil
+}
+
+func (o *Owner) serveGetInline(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
+	var m getInlineRequest
+	if err := m.decodeFrom(req, &o.wlim); err != nil {
+		return nil, refused(err)
+	}
+	if err := o.checkKey(m.key); err != nil {
+		return nil, err
+	}
+	if _, err := o.lock(); err != nil {
+		return nil, err
+	}
+	obj := o.objects[string(m.key)]
+	if obj == nil {
+		o.mu.Unlock()
+		return nil, ownerErr(CodeNotFound, "no key %q", m.key)
+	}
+	var total uint64
+	for i, r := range m.ranges {
+		if r.off > obj.payload || r.len > obj.payload-r.off {
+			o.mu.Unlock()
+			return nil, ownerErr(CodeRefused, "range %d [%d,+%d) outside the payload of %d bytes", i, r.off, r.len, obj.payload)
+		}
+		total += r.len
+	}
+	if len(m.ranges) == 0 {
+		if total = obj.payload; total > o.wlim.inline {
+			o.mu.Unlock()
+			return nil, ownerErr(CodeRefused, "payload of %d bytes above the inline limit of %d", total, o.wlim.inline)
+		}
+	}
+	// A hold without an id, for this call: the object's space stays
+	// intact while its bytes are copied without the lock.
+	obj.holds++
+	o.mu.Unlock()
+	resp = appendGetInlineHead(resp, obj.version, obj.manifest, total)
+	mem := o.region.Bytes()[obj.ext.off:]
+	if len(m.ranges) == 0 {
+		resp = append(resp, mem[:obj.payload]...)
+	}
+	for _, r := range m.ranges {
+		resp = append(resp, mem[r.off:r.off+r.len]...)
+	}
+	o.mu.Lock()
+	if !o.closed {
+		o.unholdLocked(obj)
+	}
+	o.mu.Unlock()
+	return resp, nil
+}
+
+// MethodStats counts the calls of one method.
+type MethodStats struct {
+	Calls, Failed uint64
+}
+
+// OwnerStats describes an owner's state and counts its calls.
+type OwnerStats struct {
+	// Objects installed, reservations and holds outstanding, retired
+	// objects (replaced or deleted) waiting for their holds.
+	Objects, Reservations, Holds, Retired int
+	// ArenaBytes is the region's size: UsedBytes (installed objects) +
+	// PendingBytes (reservations, inline PUTs being copied) +
+	// RetiredBytes + FreeBytes. LargestFree is the largest reservation
+	// that fits now.
+	ArenaBytes, UsedBytes, PendingBytes, RetiredBytes, FreeBytes, LargestFree uint64
+	// Published counts the keys with a directory record.
+	Published int
+	// Calls counts each method's calls and failures, indexed by method -
+	// MethodInfo (see Method).
+	Calls [numMethods]MethodStats
+	// Failures counts failed calls by code.
+	NotFound, NoSpace, Expired, Refused, Busy, Closed uint64
+	// ExpiredReservations and ExpiredHolds count what the TTLs released.
+	ExpiredReservations, ExpiredHolds uint64
+}
+
+// Method returns the counters of method (zero for an unknown one).
+func (s *OwnerStats) Method(method uint16) MethodStats {
+	if i := int(method) - int(MethodInfo); i >= 0 && i < numMethods {
+		return s.Calls[i]
+	}
+	return MethodStats{}
+}
+
+// Stats sweeps what expired and returns the owner's state and counters.
+// After Close everything is released and the counters remain.
+func (o *Owner) Stats() OwnerStats {
+	o.mu.Lock()
+	if !o.closed {
+		o.sweepLocked(o.cfg.Now())
+	}
+	s := OwnerStats{Objects: len(o.objects), Reservations: len(o.res), Holds: len(o.holds), Retired: o.nRetired,
+		ArenaBytes: o.alloc.size, UsedBytes: o.used, PendingBytes: o.pending, RetiredBytes: o.retired,
+		FreeBytes: o.alloc.freeBytes, LargestFree: o.alloc.largest(), Published: len(o.regs)}
+	o.mu.Unlock()
+	for i := range o.calls {
+		s.Calls[i] = MethodStats{Calls: o.calls[i].calls.Load(), Failed: o.calls[i].failed.Load()}
+	}
+	fs := [...]*uint64{&s.NotFound, &s.NoSpace, &s.Expired, &s.Refused, &s.Busy, &s.Closed}
+	for i := range fs {
+		*fs[i] = o.failures[i].Load()
+	}
+	s.ExpiredReservations = o.expiredRes.Load()
+	s.ExpiredHolds = o.expiredHolds.Load()
+	return s
+}
+
+// Close stops serving: it closes the gather service and the segment
+// (ending every connection and waiting for running calls), withdraws
+// every record, releases every reservation, hold and object and
+// deregisters the region. It does not close the transport or the
+// directory. It is idempotent; later calls return the first result.
+func (o *Owner) Close() error {
+	o.closeOnce.Do(func() {
+		o.mu.Lock()
+		o.closed = true
+		o.mu.Unlock()
+		o.closeErr = o.release()
+	})
+	return o.closeErr
+}
+
+// release frees what NewOwner created, in reverse order (also for a
+// partly built owner).
+func (o *Owner) release() error {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	select {
+	case <-o.stopSweep:
+	default:
+		close(o.stopSweep)
+	}
+	var errs []error
+	if o.sweepDone != nil { // the sweeper was started
+		<-o.sweepDone
+	}
+	if o.svc != nil {
+		errs = append(errs, o.svc.Close())
+	}
+	if o.seg != nil {
+		errs = append(errs, o.seg.Close())
+	}
+	if o.stage != nil {
+		errs = append(errs, o.stage.Close())
+	}
+	o.pubMu.Lock()
+	o.mu.Lock()
+	regs := o.regs
+	o.regs = make(map[string]discovery.Registration)
+	o.mu.Unlock()
+	for _, reg := range regs {
+		if err := reg.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("structobj: withdraw %q: %w", reg.Record().Name, err))
+		}
+	}
+	o.pubMu.Unlock()
+	o.mu.Lock()
+	clear(o.objects)
+	clear(o.res)
+	clear(o.holds)
+	o.alloc = newAllocator(o.alloc.size)
+	o.used, o.pending, o.retired, o.nRetired = 0, 0, 0, 0
+	o.earliest = time.Time{}
+	o.mu.Unlock()
+	if o.region != nil {
+		if err := o.cfg.Transport.Deregister(o.region); err != nil && !errors.Is(err, verbs.ErrClosed) {
+			errs = append(errs, fmt.Errorf("structobj: deregister region: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

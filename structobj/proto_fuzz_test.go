@@ -1,0 +1,75 @@
+package structobj
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// seedMessages adds every sample message to f's corpus.
+func seedMessages(f *testing.F, reply bool) {
+	for _, m := range sampleMessages() {
+		b := m.appendTo(nil)
+		if (b[5]&replyBit != 0) == reply {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte{})
+	f.Add([]byte("SKSO\x01\x01\x00\x00"))
+}
+
+// fuzzDecode decodes b as the message its header names (and as every
+// other kind, which must not panic either); an accepted message must
+// re-encode to b exactly.
+func fuzzDecode(t *testing.T, b []byte, reply bool) {
+	for k := range numMethods {
+		kind := byte(k + 1)
+		if reply {
+			kind |= replyBit
+		}
+		m := newMessage(kind)
+		if err := m.decodeFrom(b, &testWireLimits); err != nil {
+			continue
+		}
+		if len(b) < headerSize || b[5] != kind {
+			t.Fatalf("kind %#x accepted a message of kind %#x", kind, b[5])
+		}
+		if out := m.appendTo(nil); !bytes.Equal(out, b) {
+			t.Fatalf("kind %#x: re-encoding differs:\n in %x\nout %x", kind, b, out)
+		}
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	seedMessages(f, false)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, b, false) })
+}
+
+func FuzzDecodeReply(f *testing.F) {
+	seedMessages(f, true)
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, b, true) })
+}
+
+func FuzzDecodeCallError(f *testing.F) {
+	for _, s := range []string{"structobj notfound: no key \"a\"", "structobj busy: x", "structobj : x", "verbs: gather refused: x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		err := decodeCallError(&verbs.CallError{Method: MethodOpen, Status: verbs.StatusHandler, Message: msg})
+		oe, ok := err.(*OwnerError)
+		if !ok {
+			return
+		}
+		if oe.Error() != msg {
+			t.Fatalf("text %q parsed as %q", msg, oe.Error())
+		}
+		if s := oe.Code.sentinel(); s != nil && !errors.Is(err, s) {
+			t.Fatalf("%q does not match %v", msg, s)
+		}
+		if !errors.Is(err, verbs.ErrHandler) {
+			t.Fatalf("%q does not match verbs.ErrHandler", msg)
+		}
+	})
+}
