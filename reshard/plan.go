@@ -40,31 +40,43 @@ import (
 // that exceeds a limit, so the error's Value is a lower bound. Sums that
 // would overflow int64 fail with a *LayoutError of kind ErrLayout.
 //
-// Cost: with P source pieces, D destination pieces and A axes, grouping
-// the source replicas takes O(P*A) (hashing). Picking the index axis
-// and building the index take O(A*(P + n*log n + D*log n)), where n is
-// the number of distinct spans of the source boxes along an axis (2048
-// token ranges for the 16384 pages of a KV cache paged by 16 tokens in 8
-// head groups). Each destination piece then costs O((1+k)*log n + c*A),
-// where k is the number of distinct source spans that overlap the
-// piece's along the index axis and c the number of source boxes on them
-// (the candidates tested), and each region O(A). The index axis is the
-// one with the fewest candidates over all destination pieces, counted
-// exactly: the token axis of a paged KV cache, the head axis of a
+// Cost: with D destination pieces, A axes and n distinct source boxes,
+// beyond validating both layouts (see Validate), whose sorting and
+// grouping of the source boxes the planner reuses: picking the index
+// axis takes O(A*(n + D + e)), where e is the extent of an axis at most
+// 4n long (counted densely), O(A*(n + D)*log n) along longer axes, and
+// only O(A*D) without source replicas (validation counted the boxes
+// already); indexing along it takes O(n) when it is the sweep axis
+// (the boxes are in order already), a sort of the n spans otherwise. Each
+// destination piece then costs O(log n + c*A), where c is the number of
+// source boxes whose span along the index axis overlaps the piece's (the
+// candidates tested), O((1+c)*log n + c*A) when some source span along
+// that axis lies inside another; each region costs O(A). The index axis
+// is the one with the fewest candidates over all destination pieces,
+// counted exactly: the token axis of a paged KV cache, the head axis of a
 // tensor-parallel weight. When the pieces of either layout tile the index
 // axis in blocks, the candidates are the boxes a piece meets along that
 // axis, so the work follows the regions and pieces, not the elements;
 // only when the boxes overlap along every axis (cyclic placements on all
-// axes) can it approach all pairs of boxes and pieces.
+// axes) can it approach all pairs of boxes and pieces. NewPlan allocates
+// little beyond the plan: its Regions, one array per destination rank,
+// and their loops, in blocks of 4096 int64s; its scratch is reused
+// across calls.
 func NewPlan(src, dst *Layout, lim Limits) (*Plan, error) {
 	if src == nil || dst == nil {
 		return nil, &LayoutError{Kind: ErrLayout, Rank: -1, Piece: -1, Reason: "nil layout"}
 	}
 	lim = lim.withDefaults()
-	if err := src.Validate(lim); err != nil {
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	boxes, err := src.validate(lim, sc)
+	if err != nil {
 		return nil, err
 	}
-	if err := dst.Validate(lim); err != nil {
+	dsc := scratchPool.Get().(*scratch)
+	_, err = dst.validate(lim, dsc)
+	scratchPool.Put(dsc)
+	if err != nil {
 		return nil, err
 	}
 	if !slices.Equal(src.Tensor.Shape, dst.Tensor.Shape) || src.Tensor.ElemSize != dst.Tensor.ElemSize {
@@ -74,7 +86,7 @@ func NewPlan(src, dst *Layout, lim Limits) (*Plan, error) {
 				src.Tensor.Shape, src.Tensor.ElemSize, dst.Tensor.Shape, dst.Tensor.ElemSize),
 		}
 	}
-	return planLayouts(src, dst, lim)
+	return planLayouts(src, dst, boxes, lim)
 }
 
 // Each calls f with the source and destination byte offsets of every
@@ -111,49 +123,36 @@ func (r *Region) each(l int, src, dst int64, f func(src, dst int64) bool) bool {
 	return true
 }
 
-// planRegionChunk is the number of regions per block of planner.regs.
-const planRegionChunk = 1 << 12
-
 // planner holds the state of one NewPlan call.
 type planner struct {
 	src, dst *Layout
+	boxes    *layoutBoxes // the source's, as validating it found them
 	lim      Limits
 	axes     int
 	elem     int64
+	index    planAxisIndex
 
-	boxes   []planSrcBox
-	members []planMember // replicas of boxes[i]: members[boxes[i].first:][:boxes[i].n]
-	spans   planSpanSet
-	index   planAxisIndex
+	load   []int64 // bytes assigned to each source rank
+	pairs  []Pair
+	base   int     // pairs[base:] are the current destination rank's
+	pairOf []int32 // pair of each source rank for the current destination rank, -1 if none
+	nregs  int     // regions of all ranks so far
 
-	load    []int64 // bytes assigned to each source rank
-	pairs   []Pair
-	pairN   []int          // regions of each pair
-	pairOf  []int32        // pair of each source rank for the current destination rank, -1 if none
-	touched []int          // source ranks whose pairOf is set
-	regs    [][]planRegion // in chunks of planRegionChunk, so that growing copies nothing
-	nregs   int
-	slab    []int64 // the loops of regs
-	loops   []planLoop
-	cands   []planCand
-	found   []int32
-	ivs     []Interval
-}
+	// The current destination rank's regions and the number of regions
+	// of each of its pairs.
+	regs  []planRegion
+	pairN []int
+	// The loops of all regions, in blocks that the plan's Regions share.
+	chunks [][]int64
 
-// planSrcBox is one distinct box of the source layout and the range of
-// its replicas in planner.members.
-type planSrcBox struct {
-	box      []Interval
-	first, n int32
-}
-
-// planMember is one replica of a source box.
-type planMember struct {
-	rank, piece int32
+	loops []planLoop
+	cands []planCand
+	found []int32
+	ivs   []Interval
 }
 
 // planCand is the intersection of the current destination piece with a
-// source box: its intervals are planner.ivs[iv:][:axes].
+// distinct source box: its intervals are planner.ivs[iv:][:axes].
 type planCand struct {
 	box      int32
 	iv       int32
@@ -166,34 +165,41 @@ type planLoop struct {
 }
 
 // planRegion is a Region while the plan is built: its loops (counts,
-// source strides, destination strides) are slab[loop:][:3*n], and it
-// belongs to pairs[pair]. Holding no pointers, it is cheap to grow.
+// source strides, destination strides) are chunks[chunk][off:][:3*n],
+// and it belongs to pairs[pair]. Holding no pointers, it is cheap to
+// grow.
 type planRegion struct {
 	srcOff, dstOff, inner int64
-	loop                  int
+	chunk, off            int32
 	n, pair               int32
 }
 
+// planLoopChunk is the size of the blocks of loops (int64s) that the
+// plan's Regions slice, each with its capacity cut to its own loops: the
+// loops are written once and never copied.
+const planLoopChunk = 1 << 12
+
 // planLayouts plans src into dst; the layouts are validated and hold the
-// same tensor. Validate rejects negative strides; the planner handles
+// same tensor, and boxes is what validating src returned, whose scratch
+// it uses too. Validate rejects negative strides; the planner handles
 // them anyway (it walks such a loop from its last index, so that the
 // destination still ascends), so relaxing Validate needs no change here.
-func planLayouts(src, dst *Layout, lim Limits) (*Plan, error) {
+func planLayouts(src, dst *Layout, boxes *layoutBoxes, lim Limits) (*Plan, error) {
 	p := &planner{
 		src:    src,
 		dst:    dst,
+		boxes:  boxes,
 		lim:    lim,
 		axes:   len(src.Tensor.Shape),
 		elem:   src.Tensor.ElemSize,
 		load:   make([]int64, len(src.Ranks)),
 		pairOf: make([]int32, len(src.Ranks)),
+		loops:  make([]planLoop, 0, len(src.Tensor.Shape)),
+		regs:   boxes.sc.regs[:0],
 	}
+	defer func() { boxes.sc.regs = p.regs[:0] }()
 	for i := range p.pairOf {
 		p.pairOf[i] = -1
-	}
-	p.loops = make([]planLoop, 0, p.axes)
-	if err := p.groupSources(); err != nil {
-		return nil, err
 	}
 	p.buildIndex()
 
@@ -217,47 +223,52 @@ func planLayouts(src, dst *Layout, lim Limits) (*Plan, error) {
 				return nil, err
 			}
 		}
-		for _, s := range p.touched {
-			p.pairOf[s] = -1
-		}
-		p.touched = p.touched[:0]
+		p.flush()
 	}
-	p.finish()
+	slices.SortFunc(p.pairs, func(a, b Pair) int {
+		return cmp.Or(cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst))
+	})
 	return &Plan{Tensor: src.Tensor, Src: src, Dst: dst, Pairs: p.pairs, Bytes: total}, nil
 }
 
-// finish turns the regions built into the pairs' Regions (one backing
-// array for all) and sorts the pairs.
-func (p *planner) finish() {
-	all := make([]Region, p.nregs)
-	next := make([]int, len(p.pairs)) // next free slot of each pair in all
-	at := 0
-	for k := range p.pairs {
-		next[k] = at
-		at += p.pairN[k]
-	}
-	for _, chunk := range p.regs {
-		for _, r := range chunk {
-			reg := &all[next[r.pair]]
-			next[r.pair]++
-			*reg = Region{SrcOff: r.srcOff, DstOff: r.dstOff, Inner: r.inner}
+// flush hands the current destination rank's regions to its pairs,
+// pairs[base:], in one array of Regions, and readies the planner for the
+// next rank.
+func (p *planner) flush() {
+	pairs := p.pairs[p.base:]
+	if len(p.regs) > 0 {
+		all := make([]Region, len(p.regs))
+		// pairN becomes the next free slot of each pair in all.
+		at := 0
+		for i, n := range p.pairN {
+			p.pairN[i] = at
+			at += n
+		}
+		for _, r := range p.regs {
+			next := &p.pairN[int(r.pair)-p.base]
+			reg := &all[*next]
+			*next++
+			// Field by field: the slices of a fresh Region are nil already.
+			reg.SrcOff, reg.DstOff, reg.Inner = r.srcOff, r.dstOff, r.inner
 			if n := int(r.n); n > 0 {
-				buf := p.slab[r.loop : r.loop+3*n : r.loop+3*n]
+				buf := p.chunks[r.chunk][r.off:][: 3*n : 3*n]
 				reg.Counts = buf[0:n:n]
 				reg.SrcStrides = buf[n : 2*n : 2*n]
 				reg.DstStrides = buf[2*n : 3*n : 3*n]
 			}
 		}
+		at = 0
+		for i := range pairs {
+			end := p.pairN[i]
+			pairs[i].Regions = all[at:end:end]
+			at = end
+		}
 	}
-	at = 0
-	for k := range p.pairs {
-		n := p.pairN[k]
-		p.pairs[k].Regions = all[at : at+n : at+n]
-		at += n
+	for i := range pairs {
+		p.pairOf[pairs[i].Src] = -1
 	}
-	slices.SortFunc(p.pairs, func(a, b Pair) int {
-		return cmp.Or(cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst))
-	})
+	p.base = len(p.pairs)
+	p.regs, p.pairN = p.regs[:0], p.pairN[:0]
 }
 
 // checkPiece guards the indexing below against a piece whose box or
@@ -274,298 +285,149 @@ func (p *planner) checkPiece(pc *Piece, rank, piece int) error {
 func planBoxLen(box []Interval, o *planArith) int64 {
 	n := int64(1)
 	for _, iv := range box {
-		n = o.mul(n, iv.Len())
+		n = o.mul(n, length(iv))
 	}
 	return n
 }
 
-// planTableSize is the size of an open-addressing table for n keys: a
-// power of two, at least 2n.
-func planTableSize(n int) int {
-	size := 1
-	for size < 2*n {
-		size *= 2
-	}
-	return size
+// planSpan is the envelope [Lo, Last+1) of an interval (empty: [Lo, Lo)).
+func planSpan(iv Interval) (lo, hi int64) {
+	c := canonical(iv)
+	return c.Lo, c.Hi
 }
 
-// groupSources collects the distinct non-empty source boxes and their
-// replicas, in rank order. Boxes are identified by the indices they
-// select (Lo, Len and, for more than one index, Step), through an
-// open-addressing hash table.
-func (p *planner) groupSources() error {
-	npieces := 0
-	for s := range p.src.Ranks {
-		npieces += len(p.src.Ranks[s].Pieces)
-	}
-	size := planTableSize(npieces)
-	table := make([]int32, size) // box id + 1, 0 when empty
-	p.boxes = make([]planSrcBox, 0, npieces)
-	hashes := make([]uint64, 0, npieces) // hash of each box
-	counts := make([]int32, 0, npieces)  // replicas of each box
-	gid := make([]int32, 0, npieces)     // box of each piece, -1 if empty
-	for s := range p.src.Ranks {
-		for pi := range p.src.Ranks[s].Pieces {
-			sp := &p.src.Ranks[s].Pieces[pi]
-			if err := p.checkPiece(sp, s, pi); err != nil {
-				return err
-			}
-			h, ok := planHashBox(sp.Box)
-			if !ok {
-				gid = append(gid, -1) // empty
-				continue
-			}
-			i := int(h & uint64(size-1))
-			for table[i] != 0 {
-				id := table[i] - 1
-				if hashes[id] == h && planSameBox(p.boxes[id].box, sp.Box) {
-					break
-				}
-				i = (i + 1) & (size - 1)
-			}
-			if table[i] == 0 {
-				table[i] = int32(len(p.boxes)) + 1
-				p.boxes = append(p.boxes, planSrcBox{box: sp.Box})
-				hashes = append(hashes, h)
-				counts = append(counts, 0)
-			}
-			id := table[i] - 1
-			counts[id]++
-			gid = append(gid, id)
-		}
-	}
-	var first int32
-	for i := range p.boxes {
-		p.boxes[i].first = first
-		first += counts[i]
-	}
-	p.members = make([]planMember, first)
-	k := 0
-	for s := range p.src.Ranks {
-		for pi := range p.src.Ranks[s].Pieces {
-			id := gid[k]
-			k++
-			if id < 0 {
-				continue
-			}
-			b := &p.boxes[id]
-			p.members[b.first+b.n] = planMember{rank: int32(s), piece: int32(pi)}
-			b.n++
-		}
-	}
-	return nil
-}
-
-// planMix folds v into the hash h.
-func planMix(h uint64, v int64) uint64 {
-	h ^= uint64(v)
-	h *= 0xbf58476d1ce4e5b9
-	return h ^ h>>31
-}
-
-// planHashBox hashes the indices a box selects; ok is false for an
-// empty box.
-func planHashBox(box []Interval) (h uint64, ok bool) {
-	h = 0x9e3779b97f4a7c15
-	for _, iv := range box {
-		n := iv.Len()
-		if n == 0 {
-			return 0, false
-		}
-		h = planMix(planMix(h, iv.Lo), n)
-		if n > 1 {
-			h = planMix(h, iv.Step)
-		}
-	}
-	return h, true
-}
-
-// planSameBox reports whether two boxes select the same indices.
-func planSameBox(a, b []Interval) bool {
-	for i := range a {
-		x, y := a[i], b[i]
-		n := x.Len()
-		if x.Lo != y.Lo || n != y.Len() || n > 1 && x.Step != y.Step {
-			return false
-		}
-	}
-	return true
-}
-
-// planSpan is the envelope [Lo, Last+1) of a non-empty interval.
-func planSpan(iv Interval) (lo, hi int64) { return iv.Lo, iv.Last() + 1 }
-
-// planSpanSet is the distinct spans of the source boxes along one axis
-// (many boxes share one: the pages of all head groups of one token
-// range), with the boxes of each.
-type planSpanSet struct {
-	lo, hi []int64 // distinct spans, in order of first appearance
-	n      []int32 // boxes per span
-	of     []int32 // span of each box
-	table  []int32 // scratch hash table: span + 1, 0 when empty
-}
-
-// collect fills the set for the given axis.
-func (ss *planSpanSet) collect(boxes []planSrcBox, axis int) {
-	size := planTableSize(len(boxes))
-	if len(ss.table) != size {
-		ss.table = make([]int32, size)
-	} else {
-		clear(ss.table)
-	}
-	ss.lo, ss.hi, ss.n, ss.of = ss.lo[:0], ss.hi[:0], ss.n[:0], ss.of[:0]
-	for _, b := range boxes {
-		lo, hi := planSpan(b.box[axis])
-		i := int(planMix(planMix(0, lo), hi) & uint64(size-1))
-		for ss.table[i] != 0 {
-			id := ss.table[i] - 1
-			if ss.lo[id] == lo && ss.hi[id] == hi {
-				break
-			}
-			i = (i + 1) & (size - 1)
-		}
-		if ss.table[i] == 0 {
-			ss.table[i] = int32(len(ss.lo)) + 1
-			ss.lo = append(ss.lo, lo)
-			ss.hi = append(ss.hi, hi)
-			ss.n = append(ss.n, 0)
-		}
-		id := ss.table[i] - 1
-		ss.n[id]++
-		ss.of = append(ss.of, id)
-	}
-}
-
-// planCounted is a sorted list of span ends with the number of boxes at
-// or before each: below(x) counts the boxes whose end is < x.
-type planCounted struct {
-	v   []int64 // ascending, distinct
-	cum []int64 // cum[i]: boxes with an end < v[i]; one more entry for all
-}
-
-func (c *planCounted) fill(vals []int64, n []int32) {
-	type vn struct {
-		v int64
-		n int32
-	}
-	s := make([]vn, len(vals))
-	for i := range vals {
-		s[i] = vn{vals[i], n[i]}
-	}
-	slices.SortFunc(s, func(a, b vn) int { return cmp.Compare(a.v, b.v) })
-	c.v, c.cum = c.v[:0], append(c.cum[:0], 0)
-	for _, e := range s {
-		if k := len(c.v); k > 0 && c.v[k-1] == e.v {
-			c.cum[k] += int64(e.n)
-			continue
-		}
-		c.v = append(c.v, e.v)
-		c.cum = append(c.cum, c.cum[len(c.cum)-1]+int64(e.n))
-	}
-}
-
-func (c *planCounted) below(x int64) int64 {
-	i, _ := slices.BinarySearch(c.v, x)
-	return c.cum[i]
-}
-
-// buildIndex picks the index axis and indexes the source boxes along it.
-// The index axis is the one with the fewest pairs of (source box,
-// destination piece) whose spans along it overlap: the candidates that
-// planPiece will test. Counting them takes a sort of the distinct spans
-// and two binary searches per destination piece: a source span overlaps
-// [lo, hi) unless it ends at or before lo or starts at or after hi, never
-// both.
+// buildIndex picks the index axis and indexes the distinct source boxes
+// along it. The index axis is the one with the fewest pairs of (source
+// box, destination piece) whose spans along it overlap: the candidates
+// that planPiece will test.
 func (p *planner) buildIndex() {
+	b := p.boxes
+	n := len(b.distinct) - 1
 	best := 0
-	if p.axes > 1 && len(p.boxes) > 1 {
-		var dsts []*Piece // non-empty destination pieces
-		for d := range p.dst.Ranks {
-			for i := range p.dst.Ranks[d].Pieces {
-				dp := &p.dst.Ranks[d].Pieces[i]
-				if !slices.ContainsFunc(dp.Box, func(iv Interval) bool { return iv.Len() == 0 }) {
-					dsts = append(dsts, dp)
-				}
-			}
-		}
+	if p.axes > 1 && n > 1 {
 		bestCount := int64(math.MaxInt64)
 		for a := range p.axes {
-			if count, ok := p.overlaps(a, dsts); ok && count < bestCount {
+			if count, ok := p.overlaps(a); ok && count < bestCount {
 				best, bestCount = a, count
 			}
 		}
 	}
-	p.spans.collect(p.boxes, best)
-	p.index.build(&p.spans, best)
+	lo, hi := grown(b.sc.lo, n), grown(b.sc.hi, n)
+	b.sc.lo, b.sc.hi = lo, hi
+	for i, at := range b.distinct[:n] {
+		lo[i], hi[i] = b.span(&b.refs[at], best)
+	}
+	p.index.build(best, lo, hi, p.src.Tensor.Shape[best])
 }
 
-// overlaps counts the pairs of (source box, destination piece among
-// dsts) whose spans along axis a overlap. It returns false, counting
-// nothing, when all source boxes span the same range along a, which
-// makes the axis useless as an index.
-func (p *planner) overlaps(a int, dsts []*Piece) (int64, bool) {
-	p.spans.collect(p.boxes, a)
-	if len(p.spans.lo) == 1 {
+// overlaps counts the pairs of (distinct source box, non-empty
+// destination piece) whose spans along axis a overlap: a source span
+// overlaps [lo, hi) unless it ends at or before lo or starts at or after
+// hi, never both. It returns false, counting nothing, when all source
+// boxes have one interval along a, which makes the axis useless as an
+// index. Without replicas, the counts validation made along a, of all
+// source boxes, are those of the distinct boxes; otherwise it counts
+// these again in their buffers.
+func (p *planner) overlaps(a int) (int64, bool) {
+	b := p.boxes
+	if b.same[a] {
 		return 0, false
 	}
-	var starts, ends planCounted
-	starts.fill(p.spans.lo, p.spans.n)
-	ends.fill(p.spans.hi, p.spans.n)
+	n := len(b.distinct) - 1
+	ec := &b.counts.ec[a]
+	if n < len(b.refs) {
+		ec.reset(n, p.src.Tensor.Shape[a])
+		for _, at := range b.distinct[:n] {
+			ec.add(b.span(&b.refs[at], a))
+		}
+		ec.done()
+	}
 	var count int64
-	for _, dp := range dsts {
-		lo, hi := planSpan(dp.Box[a])
-		count += starts.below(hi) - ends.below(lo+1)
+	for d := range p.dst.Ranks {
+		for i := range p.dst.Ranks[d].Pieces {
+			box := p.dst.Ranks[d].Pieces[i].Box
+			if len(box) != p.axes || slices.ContainsFunc(box, func(iv Interval) bool { return length(iv) == 0 }) {
+				continue
+			}
+			dlo, dhi := planSpan(box[a])
+			count += ec.startsBelow(dhi) - ec.endsBy(dlo)
+		}
 	}
 	return count, true
 }
 
+// planIntersect is x.Intersect(y), without arithmetic for steps of 1.
+func planIntersect(x, y Interval) Interval {
+	if x.Step == 1 && y.Step == 1 {
+		return Interval{Lo: max(x.Lo, y.Lo), Hi: min(x.Hi, y.Hi), Step: 1}
+	}
+	return x.Intersect(y)
+}
+
 // planPiece produces the regions of destination piece pi of rank d.
 func (p *planner) planPiece(d, pi int, dp *Piece) error {
-	lo, hi := planSpan(dp.Box[p.index.axis])
-	p.found = p.index.query(lo, hi, p.found[:0])
-	p.cands = p.cands[:0]
-	p.ivs = p.ivs[:0]
-	var o planArith
-	for _, b := range p.found {
-		sb := p.boxes[b].box
-		iv := len(p.ivs)
-		empty := false
-		for a := range p.axes {
-			x := dp.Box[a].Intersect(sb[a])
-			if x.Len() == 0 {
-				empty = true
-				break
-			}
-			p.ivs = append(p.ivs, x)
-		}
-		if empty {
-			p.ivs = p.ivs[:iv]
+	ilo, ihi := planSpan(dp.Box[p.index.axis])
+	p.found = p.index.query(ilo, ihi, p.found[:0])
+	cands, ivs := p.cands[:0], p.ivs[:0]
+	b := p.boxes
+	// The piece's spans along the axes whose spans the refs carry: most
+	// candidates that miss the piece miss it there, without a look at
+	// their boxes.
+	lo, hi := planSpan(dp.Box[b.ax])
+	lo2, hi2 := int32(0), int32(1)
+	if b.ax2 >= 0 {
+		l, h := planSpan(dp.Box[b.ax2])
+		lo2, hi2 = int32(l), int32(h)
+	}
+	sorted := true
+	for _, id := range p.found {
+		r := &b.refs[b.distinct[id]]
+		if r.hi <= lo || hi <= r.lo || r.hi2 <= lo2 || hi2 <= r.lo2 {
 			continue
 		}
-		start := planStart(dp, p.ivs[iv:], &o)
-		if o.bad {
-			return &LayoutError{Kind: ErrLayout, Rank: d, Piece: pi, Reason: "byte offsets overflow int64"}
+		sb := b.box(*r)
+		at := len(ivs)
+		start := dp.Offset // the lowest destination byte of the intersection
+		for a, x := range dp.Box {
+			iv := planIntersect(x, sb[a])
+			if iv.Hi <= iv.Lo { // empty
+				ivs = ivs[:at]
+				break
+			}
+			ivs = append(ivs, iv)
+			start += planOffset(x, iv, dp.Strides[a])
 		}
-		p.cands = append(p.cands, planCand{box: b, iv: int32(iv), dstStart: start})
+		if len(ivs) == at {
+			continue
+		}
+		sorted = sorted && (len(cands) == 0 || cands[len(cands)-1].dstStart <= start)
+		cands = append(cands, planCand{box: id, iv: int32(at), dstStart: start})
 	}
-	slices.SortStableFunc(p.cands, func(a, b planCand) int { return cmp.Compare(a.dstStart, b.dstStart) })
+	if !sorted {
+		slices.SortStableFunc(cands, func(a, b planCand) int { return cmp.Compare(a.dstStart, b.dstStart) })
+	}
+	p.cands, p.ivs = cands, ivs
 
-	for _, c := range p.cands {
-		ivs := p.ivs[c.iv:][:p.axes]
-		box := &p.boxes[c.box]
-		m := p.members[box.first]
-		for _, r := range p.members[box.first+1:][:box.n-1] {
+	var o planArith
+	for _, c := range cands {
+		ivs := ivs[c.iv:][:p.axes]
+		replicas := b.refs[b.distinct[c.box]:b.distinct[c.box+1]] // in rank order
+		m := replicas[0]
+		for _, r := range replicas[1:] {
 			if p.load[r.rank] < p.load[m.rank] {
 				m = r
 			}
 		}
 		s := int(m.rank)
-		sp := &p.src.Ranks[s].Pieces[m.piece]
-		reg, frags := p.region(sp, dp, ivs, &o)
-		bytes := o.mul(frags, reg.inner)
+		if len(p.regs) == cap(p.regs) { // doubling: append grows large slices by a quarter
+			p.regs = slices.Grow(p.regs, max(len(p.regs), 64))
+		}
+		reg := &p.regs[:len(p.regs)+1][len(p.regs)]
+		frags := p.region(reg, &p.src.Ranks[s].Pieces[m.piece], dp, ivs, c.dstStart)
+		bytes := frags * reg.inner // at most the piece's bytes
 		p.load[s] = o.add(p.load[s], bytes)
 		if o.bad {
-			return &LayoutError{Kind: ErrLayout, Rank: d, Piece: pi, Reason: "byte offsets overflow int64"}
+			return &LayoutError{Kind: ErrLayout, Rank: d, Piece: pi, Reason: "source rank bytes overflow int64"}
 		}
 
 		if p.nregs >= p.lim.MaxRegions {
@@ -575,18 +437,13 @@ func (p *planner) planPiece(d, pi int, dp *Piece) error {
 		if k < 0 {
 			k = int32(len(p.pairs))
 			p.pairOf[s] = k
-			p.touched = append(p.touched, s)
 			p.pairs = append(p.pairs, Pair{Src: s, Dst: d})
 			p.pairN = append(p.pairN, 0)
 		}
 		reg.pair = k
-		if last := len(p.regs) - 1; last < 0 || len(p.regs[last]) == cap(p.regs[last]) {
-			p.regs = append(p.regs, make([]planRegion, 0, planRegionChunk))
-		}
-		last := &p.regs[len(p.regs)-1]
-		*last = append(*last, reg)
+		p.regs = p.regs[:len(p.regs)+1]
 		p.nregs++
-		p.pairN[k]++
+		p.pairN[int(k)-p.base]++
 		pr := &p.pairs[k]
 		pr.Bytes = o.add(pr.Bytes, bytes)
 		pr.Fragments = o.add(pr.Fragments, frags)
@@ -600,42 +457,49 @@ func (p *planner) planPiece(d, pi int, dp *Piece) error {
 	return nil
 }
 
-// planStart is the lowest destination byte offset of the intersection
-// ivs within destination piece dp: the region's DstOff.
-func planStart(dp *Piece, ivs []Interval, o *planArith) int64 {
-	off := dp.Offset
-	for a, iv := range ivs {
-		db := dp.Box[a]
-		off = o.add(off, o.mul(planIndex(db, iv.Lo), dp.Strides[a]))
-		if n := iv.Len(); n > 1 && dp.Strides[a] < 0 {
-			off = o.add(off, o.mul(n-1, o.mul(iv.Step/db.Step, dp.Strides[a])))
+// planOffset is the offset, from the piece's first element, of the
+// lowest byte of the indices sub selects of interval iv of a piece whose
+// stride along it is stride. Like region, it computes offsets of elements
+// of a validated piece, which lie within its rank's region: nothing
+// overflows.
+func planOffset(iv, sub Interval, stride int64) int64 {
+	off := planIndex(iv, sub.Lo) * stride
+	if stride < 0 {
+		if n := length(sub); n > 1 {
+			off += (n - 1) * (sub.Step / iv.Step) * stride
 		}
 	}
 	return off
 }
 
 // region maps the intersection ivs from source piece sp to destination
-// piece dp and compacts it, appending its loops to the slab. It returns
-// the region and its number of fragments.
-func (p *planner) region(sp, dp *Piece, ivs []Interval, o *planArith) (planRegion, int64) {
-	srcOff, dstOff := sp.Offset, dp.Offset
+// piece dp, where its lowest byte is dstOff, and compacts it into reg
+// (but its pair), writing its loops to the last chunk. It returns the
+// region's number of fragments. The pieces are validated: every offset computed is
+// that of an element of a piece, within its rank's region, every stride
+// at most a piece's extent, every count at most its elements, so nothing
+// overflows but the test whether two loops fuse, which is checked.
+func (p *planner) region(reg *planRegion, sp, dp *Piece, ivs []Interval, dstOff int64) int64 {
+	srcOff := sp.Offset
 	loops := p.loops[:0]
 	for a, iv := range ivs {
-		sb, db := sp.Box[a], dp.Box[a]
-		srcOff = o.add(srcOff, o.mul(planIndex(sb, iv.Lo), sp.Strides[a]))
-		dstOff = o.add(dstOff, o.mul(planIndex(db, iv.Lo), dp.Strides[a]))
-		n := iv.Len()
+		sa, da := sp.Box[a], dp.Box[a]
+		ss, ds := sp.Strides[a], dp.Strides[a]
+		srcOff += planIndex(sa, iv.Lo) * ss
+		n := length(iv)
 		if n == 1 {
 			continue
 		}
-		ss := o.mul(planIndex(Interval{Step: sb.Step}, iv.Step), sp.Strides[a])
-		ds := o.mul(planIndex(Interval{Step: db.Step}, iv.Step), dp.Strides[a])
+		if iv.Step != 1 { // (with step 1, both boxes hold consecutive indices: step 1)
+			ss *= iv.Step / sa.Step
+			ds *= iv.Step / da.Step
+		}
 		if ds < 0 {
 			// Walk the loop from its last index, so that the
-			// destination ascends.
-			srcOff = o.add(srcOff, o.mul(n-1, ss))
-			dstOff = o.add(dstOff, o.mul(n-1, ds))
-			ss, ds = o.neg(ss), o.neg(ds)
+			// destination ascends (dstOff is that of the last index
+			// already).
+			srcOff += (n - 1) * ss
+			ss, ds = -ss, -ds
 		}
 		loops = append(loops, planLoop{n: n, ss: ss, ds: ds})
 	}
@@ -653,7 +517,7 @@ func (p *planner) region(sp, dp *Piece, ivs []Interval, o *planArith) (planRegio
 		if k > 0 {
 			t := &loops[k-1]
 			if planMulIs(l.ss, l.n, t.ss) && planMulIs(l.ds, l.n, t.ds) {
-				*t = planLoop{n: o.mul(t.n, l.n), ss: l.ss, ds: l.ds}
+				*t = planLoop{n: t.n * l.n, ss: l.ss, ds: l.ds}
 				continue
 			}
 		}
@@ -668,86 +532,115 @@ func (p *planner) region(sp, dp *Piece, ivs []Interval, o *planArith) (planRegio
 		if l.ss != inner || l.ds != inner {
 			break
 		}
-		inner = o.mul(inner, l.n)
+		inner *= l.n
 		loops = loops[:len(loops)-1]
 	}
 	p.loops = loops
 
-	reg := planRegion{srcOff: srcOff, dstOff: dstOff, inner: inner, loop: len(p.slab), n: int32(len(loops))}
+	n := len(loops)
+	if c := len(p.chunks) - 1; c < 0 || cap(p.chunks[c])-len(p.chunks[c]) < 3*n {
+		p.chunks = append(p.chunks, make([]int64, 0, max(planLoopChunk, 3*n)))
+	}
+	c := len(p.chunks) - 1
+	*reg = planRegion{srcOff: srcOff, dstOff: dstOff, inner: inner, chunk: int32(c), off: int32(len(p.chunks[c])), n: int32(n)}
+	buf := p.chunks[c][len(p.chunks[c]):][:3*n]
 	frags := int64(1)
-	for _, l := range loops {
-		p.slab = append(p.slab, l.n)
-		frags = o.mul(frags, l.n)
+	for i, l := range loops {
+		buf[i], buf[n+i], buf[2*n+i] = l.n, l.ss, l.ds
+		frags *= l.n
 	}
-	for _, l := range loops {
-		p.slab = append(p.slab, l.ss)
-	}
-	for _, l := range loops {
-		p.slab = append(p.slab, l.ds)
-	}
-	return reg, frags
+	p.chunks[c] = p.chunks[c][:len(p.chunks[c])+3*n]
+	return frags
 }
 
-// planAxisIndex indexes the source boxes by their span along one axis:
-// the distinct spans sorted by start, with a segment tree of the largest
-// end over ranges of that order, and the boxes of each span. A query for
-// the boxes whose span overlaps [lo, hi) visits O((1+k)*log n) nodes for
-// n distinct spans, k of which overlap, and then lists their boxes.
+// planAxisIndex indexes the distinct source boxes by their span along
+// one axis, sorted by start. When no span ends before one that starts
+// earlier (blocks, pages, cyclic parts of equal length), the ends ascend
+// too, and the spans that overlap [lo, hi) are the run that two binary
+// searches find: O(log n + k) for k of them. Otherwise a segment tree of
+// the largest end over ranges of that order finds them, visiting
+// O((1+k)*log n) nodes.
 type planAxisIndex struct {
-	axis  int
-	lo    []int64 // span starts, ascending
-	max   []int64 // max[size+i] is the end of span i; max[j] = max(max[2j], max[2j+1])
-	size  int     // leaves, a power of two
-	first []int32 // boxes of span i: boxes[first[i]:first[i+1]]
-	boxes []int32
+	axis   int
+	ids    []int32 // the boxes, by span start; nil when that is their order
+	lo, hi []int64 // their spans, in that order
+	nested bool    // some span ends before an earlier one: queries use the tree
+	max    []int64 // max[size+i] is hi[i]; max[j] = max(max[2j], max[2j+1])
+	size   int     // leaves, a power of two
 }
 
-func (x *planAxisIndex) build(ss *planSpanSet, axis int) {
-	n := len(ss.lo)
-	type entry struct {
-		lo, hi int64
-		id     int32
+// build indexes the spans [lo[i], hi[i]) of boxes i along axis, whose
+// extent bounds them, and keeps lo and hi. Spans already in order of
+// start (the source's sweep axis) need no sorting; otherwise it sorts by
+// counting where the extent is at most 4 times the number of boxes.
+func (x *planAxisIndex) build(axis int, lo, hi []int64, extent int64) {
+	n := len(lo)
+	*x = planAxisIndex{axis: axis, lo: lo, hi: hi}
+	if !slices.IsSorted(lo) {
+		x.ids = make([]int32, n)
+		if extent <= 4*int64(n) {
+			// A stable counting sort by start.
+			next := make([]int32, extent+1)
+			for _, v := range lo {
+				next[v+1]++
+			}
+			for i := 1; i < len(next); i++ {
+				next[i] += next[i-1]
+			}
+			for i, v := range lo {
+				x.ids[next[v]] = int32(i)
+				next[v]++
+			}
+		} else {
+			for i := range x.ids {
+				x.ids[i] = int32(i)
+			}
+			slices.SortFunc(x.ids, func(a, b int32) int { return cmp.Or(cmp.Compare(lo[a], lo[b]), cmp.Compare(a, b)) })
+		}
+		x.lo, x.hi = make([]int64, n), make([]int64, n)
+		for i, id := range x.ids {
+			x.lo[i], x.hi[i] = lo[id], hi[id]
+		}
 	}
-	order := make([]entry, n)
-	for i := range order {
-		order[i] = entry{lo: ss.lo[i], hi: ss.hi[i], id: int32(i)}
+	for i := 1; i < n && !x.nested; i++ {
+		x.nested = x.hi[i] < x.hi[i-1]
 	}
-	slices.SortFunc(order, func(a, b entry) int { return cmp.Compare(a.lo, b.lo) })
-	pos := make([]int32, n) // position of each span in order
-	for i, e := range order {
-		pos[e.id] = int32(i)
+	if !x.nested {
+		return
 	}
-	x.axis = axis
 	x.size = 1
 	for x.size < n {
 		x.size *= 2
 	}
-	x.lo = make([]int64, n)
 	x.max = make([]int64, 2*x.size)
-	for i := range x.max {
-		x.max[i] = math.MinInt64
+	for i := range x.max[x.size:] {
+		x.max[x.size+i] = math.MinInt64
 	}
-	x.first = make([]int32, n+1)
-	for i, e := range order {
-		x.lo[i], x.max[x.size+i] = e.lo, e.hi
-		x.first[i+1] = x.first[i] + ss.n[e.id]
-	}
+	copy(x.max[x.size:], x.hi)
 	for j := x.size - 1; j >= 1; j-- {
 		x.max[j] = max(x.max[2*j], x.max[2*j+1])
 	}
-	x.boxes = make([]int32, len(ss.of))
-	next := slices.Clone(x.first[:n])
-	for b, s := range ss.of {
-		i := pos[s]
-		x.boxes[next[i]] = int32(b)
-		next[i]++
+}
+
+// id is the box at position i of the order.
+func (x *planAxisIndex) id(i int) int32 {
+	if x.ids == nil {
+		return int32(i)
 	}
+	return x.ids[i]
 }
 
 // query appends to out the boxes whose span overlaps [lo, hi), in order
 // of span start.
 func (x *planAxisIndex) query(lo, hi int64, out []int32) []int32 {
 	end, _ := slices.BinarySearch(x.lo, hi) // positions [0, end) start before hi
+	if !x.nested {
+		start, _ := slices.BinarySearch(x.hi[:end], lo+1) // the first end after lo
+		for i := start; i < end; i++ {
+			out = append(out, x.id(i))
+		}
+		return out
+	}
 	if end == 0 {
 		return out
 	}
@@ -759,7 +652,7 @@ func (x *planAxisIndex) collect(node, nlo, nhi, end int, lo int64, out []int32) 
 		return out
 	}
 	if node >= x.size {
-		return append(out, x.boxes[x.first[nlo]:x.first[nlo+1]]...)
+		return append(out, x.id(nlo))
 	}
 	mid := (nlo + nhi) / 2
 	out = x.collect(2*node, nlo, mid, end, lo, out)
@@ -798,13 +691,6 @@ func (o *planArith) mul(a, b int64) int64 {
 		o.bad = true
 	}
 	return c
-}
-
-func (o *planArith) neg(a int64) int64 {
-	if a == math.MinInt64 {
-		o.bad = true
-	}
-	return -a
 }
 
 // planMulIs reports whether x*n == want, without overflow.

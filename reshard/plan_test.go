@@ -3,10 +3,13 @@ package reshard
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // planTestRowMajor is a dense row-major piece of box at offset off.
@@ -344,6 +347,28 @@ func planTestRandTensor(rng *rand.Rand) Tensor {
 	return t
 }
 
+// planTestBoxes is what validating l returns about its boxes, for a
+// layout whose boxes are valid but whose strides Validate may refuse
+// (negative ones).
+func planTestBoxes(t *testing.T, l *Layout) *layoutBoxes {
+	t.Helper()
+	n := 0
+	for _, rk := range l.Ranks {
+		n += len(rk.Pieces)
+	}
+	counts := newAxisCounts(l.Tensor.Shape, n, nil)
+	for _, rk := range l.Ranks {
+		for _, pc := range rk.Pieces {
+			counts.add(pc.Box)
+		}
+	}
+	lb := &layoutBoxes{l: l, sc: new(scratch)}
+	if err := lb.group(n, counts); err != nil {
+		t.Fatal(err)
+	}
+	return lb
+}
+
 // TestPlanBrute checks random small reshards against the brute-force
 // reference, replicas on both sides.
 func TestPlanBrute(t *testing.T) {
@@ -378,7 +403,7 @@ func TestPlanNegativeStrides(t *testing.T) {
 		ten := planTestRandTensor(rng)
 		src, _ := planTestRandLayout(rng, ten, o)
 		dst, _ := planTestRandLayout(rng, ten, o)
-		p, err := planLayouts(src, dst, Limits{}.withDefaults())
+		p, err := planLayouts(src, dst, planTestBoxes(t, src), Limits{}.withDefaults())
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
@@ -716,76 +741,105 @@ func TestRegionEach(t *testing.T) {
 	}
 }
 
-// TestPlanAxisIndex checks the source index's queries against a scan.
+// TestPlanAxisIndex checks the source index's queries against a scan,
+// on spans that nest (the segment tree) and on spans of equal length
+// (ends ascending with starts: binary searches).
 func TestPlanAxisIndex(t *testing.T) {
 	const seed = 31
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 6))
-	for range 200 {
+	nested := 0
+	for i := range 400 {
 		// Few distinct starts and lengths, so that spans repeat.
-		boxes := make([]planSrcBox, rng.IntN(40))
-		for i := range boxes {
-			lo := rng.Int64N(25) * 4
-			boxes[i].box = []Interval{{Lo: lo, Hi: lo + 1 + rng.Int64N(10)*3, Step: 1 + rng.Int64N(3)}}
+		n := rng.IntN(40)
+		lo, hi := make([]int64, n), make([]int64, n)
+		length := 1 + rng.Int64N(10)*3
+		for j := range lo {
+			lo[j] = rng.Int64N(25) * 4
+			if i%2 == 0 {
+				length = 1 + rng.Int64N(10)*3
+			}
+			hi[j] = lo[j] + length
 		}
-		var ss planSpanSet
-		ss.collect(boxes, 0)
+		extent := int64(100 + 30)
+		if i%4 < 2 {
+			extent = 1 << 40 // sorted, not counted
+		}
 		var x planAxisIndex
-		x.build(&ss, 0)
+		x.build(2, slices.Clone(lo), slices.Clone(hi), extent)
+		if x.axis != 2 {
+			t.Fatalf("axis %d", x.axis)
+		}
+		if x.nested {
+			nested++
+		}
 		for range 20 {
-			lo := rng.Int64N(120)
-			hi := lo + 1 + rng.Int64N(20)
-			got := x.query(lo, hi, nil)
+			qlo := rng.Int64N(120)
+			qhi := qlo + 1 + rng.Int64N(20)
+			got := x.query(qlo, qhi, nil)
 			var want []int32
-			for i, b := range boxes {
-				if s, e := planSpan(b.box[0]); s < hi && e > lo {
-					want = append(want, int32(i))
+			for j := range lo {
+				if lo[j] < qhi && hi[j] > qlo {
+					want = append(want, int32(j))
+				}
+			}
+			for k := 1; k < len(got); k++ {
+				if a, b := got[k-1], got[k]; lo[a] > lo[b] || lo[a] == lo[b] && a > b {
+					t.Fatalf("query [%d, %d): %v not in order of (start, box)", qlo, qhi, got)
 				}
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, want) {
-				t.Fatalf("query [%d, %d): %v, want %v", lo, hi, got, want)
+				t.Fatalf("query [%d, %d) (nested %v): %v, want %v", qlo, qhi, x.nested, got, want)
 			}
 		}
+	}
+	if nested == 0 || nested == 400 {
+		t.Fatalf("%d of 400 indexes nested: one kind of query untested", nested)
 	}
 }
 
 // TestPlanOverlaps checks the count that picks the index axis against
-// a scan of all (source box, destination piece) pairs.
+// a scan of all (distinct source box, destination piece) pairs.
 func TestPlanOverlaps(t *testing.T) {
 	const seed = 12
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	for i := range 100 {
+	for i := range 200 {
 		ten := planTestRandTensor(rng)
 		o := planTestGenOpts{maxParts: 4, maxBase: 5, maxRep: 2}
+		if i%2 == 0 { // long axes: sorted, not counted
+			ten = Tensor{Shape: []int64{20 + rng.Int64N(20), 1 + rng.Int64N(30)}, ElemSize: 1}
+		}
 		src, _ := planTestRandLayout(rng, ten, o)
 		dst, _ := planTestRandLayout(rng, ten, o)
-		p := &planner{src: src, dst: dst, axes: len(ten.Shape)}
-		if err := p.groupSources(); err != nil {
+		boxes, err := src.validate(Limits{}, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
+		p := &planner{src: src, dst: dst, boxes: boxes, axes: len(ten.Shape)}
 		var dsts []*Piece
 		for d := range dst.Ranks {
 			for j := range dst.Ranks[d].Pieces {
 				dsts = append(dsts, &dst.Ranks[d].Pieces[j])
 			}
 		}
+		n := len(boxes.distinct) - 1
 		for a := range ten.Shape {
 			var want int64
-			distinct := map[[2]int64]bool{}
-			for _, b := range p.boxes {
-				slo, shi := planSpan(b.box[a])
-				distinct[[2]int64{slo, shi}] = true
+			distinct := map[Interval]bool{}
+			for _, at := range boxes.distinct[:n] {
+				distinct[canonical(boxes.box(boxes.refs[at])[a])] = true
+				slo, shi := planSpan(boxes.box(boxes.refs[at])[a])
 				for _, dp := range dsts {
 					if dlo, dhi := planSpan(dp.Box[a]); slo < dhi && dlo < shi {
 						want++
 					}
 				}
 			}
-			got, ok := p.overlaps(a, dsts)
+			got, ok := p.overlaps(a)
 			if ok != (len(distinct) > 1) || ok && got != want {
-				t.Fatalf("case %d axis %d: %d, %v; want %d over %d distinct spans", i, a, got, ok, want, len(distinct))
+				t.Fatalf("case %d axis %d: %d, %v; want %d over %d distinct intervals", i, a, got, ok, want, len(distinct))
 			}
 		}
 	}
@@ -803,10 +857,11 @@ func TestPlanIndexAxis(t *testing.T) {
 		{"kv", planTestKV(rng, 256, 8, 4, 2, 4, 16), planTestKV(rng, 256, 8, 4, 2, 2, 64), 0},
 		{"tp", planTestHeads(64, 16, 8, 2, 8), planTestHeads(64, 16, 8, 2, 2), 1},
 	} {
-		p := &planner{src: tc.src, dst: tc.dst, axes: 3}
-		if err := p.groupSources(); err != nil {
+		boxes, err := tc.src.validate(Limits{}, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
+		p := &planner{src: tc.src, dst: tc.dst, boxes: boxes, axes: 3}
 		p.buildIndex()
 		if p.index.axis != tc.axis {
 			t.Fatalf("%s: index axis %d, want %d", tc.name, p.index.axis, tc.axis)
@@ -818,17 +873,22 @@ func TestPlanIndexAxis(t *testing.T) {
 // dims] x 2 bytes from 8 ranks (4 heads each, pages of 16 tokens) to 2
 // ranks (16 heads each, pages of 64 tokens), random page tables: 16384
 // source pieces, 1024 destination pieces, 16384 regions. NewPlan includes
-// validating both layouts; plan is the planning alone.
+// validating both layouts; plan is the planning alone, from the source's
+// boxes as validating it found them.
 func BenchmarkPlanKV(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	src := planTestKV(rng, 32768, 32, 128, 2, 8, 16)
 	dst := planTestKV(rng, 32768, 32, 128, 2, 2, 64)
+	boxes, err := src.validate(Limits{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name string
 		plan func() (*Plan, error)
 	}{
 		{"NewPlan", func() (*Plan, error) { return NewPlan(src, dst, Limits{}) }},
-		{"plan", func() (*Plan, error) { return planLayouts(src, dst, Limits{}.withDefaults()) }},
+		{"plan", func() (*Plan, error) { return planLayouts(src, dst, boxes, Limits{}.withDefaults()) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var regions int
@@ -848,5 +908,49 @@ func BenchmarkPlanKV(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(regions), "ns/region")
 		})
+	}
+}
+
+// planTestSize is the bytes a plan holds: its pairs, regions and loops.
+func planTestSize(p *Plan) int64 {
+	size := int64(len(p.Pairs)) * int64(unsafe.Sizeof(Pair{}))
+	for _, pr := range p.Pairs {
+		size += int64(len(pr.Regions)) * int64(unsafe.Sizeof(Region{}))
+		for _, rg := range pr.Regions {
+			size += 3 * 8 * int64(len(rg.Counts))
+		}
+	}
+	return size
+}
+
+// TestPlanAllocs: NewPlan allocates a small multiple of the plan it
+// returns (its scratch is reused), in a number of allocations that does
+// not grow with the regions. It takes the least of several calls: the
+// scratch pool may drop its buffers (under the race detector at random).
+func TestPlanAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, tok := range []int64{1024, 8192} {
+		src := planTestKV(rng, tok, 32, 128, 2, 8, 16)
+		dst := planTestKV(rng, tok, 32, 128, 2, 2, 64)
+		p, err := NewPlan(src, dst, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := planTestSize(p)
+		allocs, bytes := uint64(math.MaxUint64), uint64(math.MaxUint64)
+		for range 10 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			if _, err := NewPlan(src, dst, Limits{}); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&after)
+			allocs = min(allocs, after.Mallocs-before.Mallocs)
+			bytes = min(bytes, after.TotalAlloc-before.TotalAlloc)
+		}
+		t.Logf("%d tokens: %d allocations, %d bytes for a plan of %d bytes", tok, allocs, bytes, size)
+		if allocs > 100 || bytes > 2*uint64(size) {
+			t.Errorf("%d tokens: %d allocations, %d bytes for a plan of %d bytes", tok, allocs, bytes, size)
+		}
 	}
 }

@@ -1,11 +1,14 @@
 package reshard
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,6 +82,14 @@ func TestValidateRefuses(t *testing.T) {
 			piece(l, 0, 0).Strides = []int64{6, 4}
 			l.Ranks[0].RegionBytes = 64
 		}, ErrOverlap, 0, 0, "axis 0 stride 6 is inside the 22-byte extent of the axes within it (axis 1 stride 4)"},
+		{"nest of a piece with the strides of the last", twoPieces, Limits{}, func(l *Layout) {
+			// Piece 0 passes with strides {2, 2} (one row); piece 1 has
+			// the same strides but two rows, which collide.
+			piece(l, 0, 0).Strides = []int64{2, 2}
+			piece(l, 0, 1).Box[0] = Interval{1, 3, 1}
+			piece(l, 0, 1).Strides = []int64{2, 2}
+			l.Ranks[0].RegionBytes = 64
+		}, ErrOverlap, 0, 1, "axis 1 stride 2 is inside the 4-byte extent of the axes within it (axis 0 stride 2)"},
 		{"spans overlap", twoPieces, Limits{}, func(l *Layout) { piece(l, 0, 1).Offset = 10 }, ErrOverlap, 0, 1, "bytes [10, 22) overlap bytes [0, 12) of piece 0"},
 		{"spans interleave", twoPieces, Limits{}, func(l *Layout) {
 			// Row 1 in the odd elements of row 0's bytes: no element
@@ -826,4 +837,242 @@ func BenchmarkValidatePaged(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(pieces), "ns/piece")
+}
+
+// TestEdgeCounts checks the counts of interval starts and ends against a
+// scan, counted densely (short axes) and by sorting (long ones).
+func TestEdgeCounts(t *testing.T) {
+	const seed = 41
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 4))
+	var c edgeCounts // reused, as the scratch reuses it
+	dense := 0
+	for iter := range 500 {
+		n := rng.IntN(30)
+		extent := 1 + rng.Int64N(int64(8*n+8))
+		lo, hi := make([]int64, n), make([]int64, n)
+		c.reset(n, extent)
+		for i := range n {
+			lo[i] = rng.Int64N(extent)
+			hi[i] = lo[i] + 1 + rng.Int64N(extent-lo[i])
+			c.add(lo[i], hi[i])
+		}
+		c.done()
+		if c.dense {
+			dense++
+		}
+		var apart int64
+		for i := range n {
+			for j := range n {
+				if hi[i] <= lo[j] {
+					apart++
+				}
+			}
+		}
+		if got := c.apart(); got != apart {
+			t.Fatalf("iteration %d (dense %v): apart %d, want %d", iter, c.dense, got, apart)
+		}
+		for x := int64(-1); x <= extent+1; x++ {
+			var below, by int64
+			for i := range n {
+				if lo[i] < x {
+					below++
+				}
+				if hi[i] <= x {
+					by++
+				}
+			}
+			if got := c.startsBelow(x); got != below {
+				t.Fatalf("iteration %d (dense %v): startsBelow(%d) = %d, want %d", iter, c.dense, x, got, below)
+			}
+			if got := c.endsBy(x); got != by {
+				t.Fatalf("iteration %d (dense %v): endsBy(%d) = %d, want %d", iter, c.dense, x, got, by)
+			}
+		}
+	}
+	if dense == 0 || dense == 500 {
+		t.Fatalf("%d of 500 counts dense: one kind untested", dense)
+	}
+}
+
+// TestSpanCheck checks that bucketing proves spans disjoint only when
+// they are, and that check reports what sorting reports.
+func TestSpanCheck(t *testing.T) {
+	const seed = 43
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	proved, overlapping := 0, 0
+	for iter := range 2000 {
+		// Pages of a pool, in a shuffled order, sometimes nudged onto a
+		// neighbour, sometimes far apart.
+		n := 1 + rng.IntN(20)
+		page := 1 + rng.Int64N(64)
+		slots := rng.Perm(n + rng.IntN(n+1))
+		var c spanCheck
+		for i := range n {
+			lo := int64(slots[i])*page + rng.Int64N(3)
+			if rng.IntN(8) == 0 {
+				lo += rng.Int64N(1 << 20)
+			}
+			hi := lo + page - rng.Int64N(min(page, 3))
+			c.spans = append(c.spans, span{lo: lo, hi: hi, piece: i})
+		}
+		disjoint := true
+		for i, x := range c.spans {
+			for _, y := range c.spans[:i] {
+				disjoint = disjoint && (x.hi <= y.lo || y.hi <= x.lo)
+			}
+		}
+		if !disjoint {
+			overlapping++
+		}
+		saved := slices.Clone(c.spans)
+		if c.bucketed() {
+			proved++
+			if !disjoint {
+				t.Fatalf("iteration %d: bucketing proved overlapping spans %v disjoint", iter, saved)
+			}
+		}
+		got := c.check(3)
+		c.spans = saved
+		want := c.sorted(3)
+		if (got == nil) != disjoint || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("iteration %d: check %v, sorting %v, disjoint %v: %v", iter, got, want, disjoint, saved)
+		}
+	}
+	if proved == 0 || proved == 2000 || overlapping == 0 {
+		t.Fatalf("bucketing proved %d of 2000, %d overlapping: a path untested", proved, overlapping)
+	}
+}
+
+// TestSortRefs checks sortRefs, counting by buckets of one index or of
+// several, against a sort by the same order.
+func TestSortRefs(t *testing.T) {
+	const seed = 47
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 6))
+	dense := 0
+	for iter := range 300 {
+		axes := 1 + rng.IntN(3)
+		ten := Tensor{ElemSize: 1}
+		for range axes {
+			ten.Shape = append(ten.Shape, 1+rng.Int64N(40))
+		}
+		l := randomBoxes(rng, ten)
+		n := 0
+		for _, rk := range l.Ranks {
+			n += len(rk.Pieces)
+		}
+		ax, ax2 := rng.IntN(axes), rng.IntN(axes+1)-1
+		if ax2 == ax {
+			ax2 = -1
+		}
+		counts := newAxisCounts(ten.Shape, n, nil)
+		for _, rk := range l.Ranks {
+			for _, pc := range rk.Pieces {
+				counts.add(pc.Box)
+			}
+		}
+		ec := &counts.ec[ax]
+		ec.done()
+		if ec.dense {
+			dense++
+		}
+		below := slices.Clone(ec.below)
+		got := sortRefs(l, n, ax, ax2, ec, new(scratch))
+		if ec.dense && !slices.Equal(ec.below, below) {
+			t.Fatalf("iteration %d: sortRefs left the counts changed", iter)
+		}
+		var want []boxRef
+		for r, rk := range l.Ranks {
+			for i, pc := range rk.Pieces {
+				x := boxRef{lo: canonical(pc.Box[ax]).Lo, hi: canonical(pc.Box[ax]).Hi, lo2: 0, hi2: 1, rank: int32(r), piece: int32(i)}
+				if ax2 >= 0 {
+					x.lo2, x.hi2 = int32(canonical(pc.Box[ax2]).Lo), int32(canonical(pc.Box[ax2]).Hi)
+				}
+				want = append(want, x)
+			}
+		}
+		slices.SortFunc(want, func(x, y boxRef) int {
+			return cmp.Or(cmp.Compare(x.lo, y.lo), cmp.Compare(x.lo2, y.lo2), cmp.Compare(x.hi2, y.hi2),
+				compareBoxes(l.Ranks[x.rank].Pieces[x.piece].Box, l.Ranks[y.rank].Pieces[y.piece].Box),
+				cmp.Compare(x.rank, y.rank), cmp.Compare(x.piece, y.piece))
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (axis %d, filter %d, dense %v):\n got %v\nwant %v", iter, ax, ax2, ec.dense, got, want)
+		}
+	}
+	if dense == 0 || dense == 300 {
+		t.Fatalf("%d of 300 sorts counted by single indices: one kind untested", dense)
+	}
+}
+
+// randomBoxes is a layout of t whose pieces have random boxes, repeated
+// on some ranks (memory left out: sortRefs reads only the boxes).
+func randomBoxes(rng *rand.Rand, t Tensor) *Layout {
+	l := &Layout{Tensor: t, Ranks: make([]Rank, 1+rng.IntN(4))}
+	for range rng.IntN(12) {
+		box := make([]Interval, len(t.Shape))
+		for a, e := range t.Shape {
+			lo := rng.Int64N(e)
+			box[a] = Interval{Lo: lo, Hi: lo + 1 + rng.Int64N(e-lo), Step: 1 + rng.Int64N(3)}
+		}
+		for r := range l.Ranks {
+			if rng.IntN(2) == 0 {
+				l.Ranks[r].Pieces = append(l.Ranks[r].Pieces, Piece{Box: box})
+			}
+		}
+	}
+	return l
+}
+
+// TestFilterAxisFits: an axis longer than 2^31-1 is never the filter
+// axis, whose spans the refs hold in 32 bits; such a layout validates
+// and plans.
+func TestFilterAxisFits(t *testing.T) {
+	const long = int64(1) << 40
+	ten := Tensor{Shape: []int64{long, 8}, ElemSize: 1}
+	var boxes [][][]Interval
+	for h := range int64(2) {
+		for c := range int64(4) {
+			boxes = append(boxes, [][]Interval{{{Lo: h * long / 2, Hi: (h + 1) * long / 2, Step: 1}, {Lo: 2 * c, Hi: 2*c + 2, Step: 1}}})
+		}
+	}
+	l := planTestDense(ten, boxes)
+	lb, err := l.validate(Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pairs meeting along axis 0: 12, along axis 1: 4.
+	if lb.ax != 1 || lb.ax2 != -1 {
+		t.Fatalf("sweep axis %d, filter axis %d; want 1, -1", lb.ax, lb.ax2)
+	}
+	p, err := NewPlan(l, l, Limits{})
+	if err != nil || p.Bytes != 8*long || len(p.Pairs) != 8 {
+		t.Fatalf("plan %v, %v", p, err)
+	}
+}
+
+// TestValidateAllocs: Validate allocates a few small buffers per call,
+// not per piece: its large ones are reused. It takes the least of several
+// calls: the scratch pool may drop its buffers (under the race detector
+// at random).
+func TestValidateAllocs(t *testing.T) {
+	l := pagedKV(t)
+	if err := l.Validate(Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	bytes := uint64(math.MaxUint64)
+	for range 10 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := l.Validate(Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		bytes = min(bytes, after.TotalAlloc-before.TotalAlloc)
+	}
+	if bytes > 4096 {
+		t.Fatalf("Validate of %d pieces allocates %d bytes", 8*4096, bytes)
+	}
 }
