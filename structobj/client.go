@@ -1,0 +1,1663 @@
+package structobj
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/discovery"
+	"github.com/scatterkit/scatterkit/verbs/shm"
+	"github.com/scatterkit/scatterkit/verbs/tcp"
+)
+
+// Defaults of ClientConfig fields left zero.
+const (
+	DefaultChunkBytes  = 4 << 20
+	DefaultInFlight    = 4
+	DefaultStagingWait = 5 * time.Millisecond
+	// MinChunkBytes is the smallest ChunkBytes (and half the smallest
+	// PoolBytes) a client accepts.
+	MinChunkBytes = 4 << 10
+	// MaxInFlight caps ClientConfig.InFlight.
+	MaxInFlight = 256
+)
+
+// Errors of the client.
+var (
+	// ErrClientConfig is matched by a *ClientConfigError, and by calls
+	// that need what the configuration left out (a key without an address
+	// on a client without a Directory).
+	ErrClientConfig = errors.New("structobj: invalid client config")
+	// ErrClientClosed is returned by calls on a closed Client.
+	ErrClientClosed = errors.New("structobj: client closed")
+	// ErrNoPool is returned by NewBuffer on a client without a pool.
+	ErrNoPool = errors.New("structobj: client has no pool")
+)
+
+// ClientConfigError reports a ClientConfig field that NewClient cannot
+// use. It matches ErrClientConfig.
+type ClientConfigError struct {
+	// Field is the ClientConfig field at fault; Reason says why.
+	Field, Reason string
+}
+
+func (e *ClientConfigError) Error() string {
+	return fmt.Sprintf("structobj: client config: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrClientConfig.
+func (e *ClientConfigError) Unwrap() error { return ErrClientConfig }
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Transport connects to owners and registers the client's memory. The
+	// client does not close it.
+	Transport verbs.Transport
+	// Engine runs the client's scatter operations; nil makes one (with
+	// the zero verbs.EngineConfig: no WRITE gather) that Close closes. An
+	// engine given here may be shared; the client does not close it.
+	Engine *verbs.Engine
+	// Directory, when set, resolves a key to its owner (the record
+	// "structobj/<Namespace>/<key>" its owner published) for calls made
+	// with an empty address.
+	Directory discovery.Directory
+	// Namespace is the middle of the record names (default "default"), as
+	// the owners' OwnerConfig.Namespace.
+	Namespace string
+	// PoolBytes is the size of the client's registered staging pool: the
+	// memory of Buffers (NewBuffer) and of the leases through which
+	// unregistered memory is staged, chunk by chunk. 0 means no pool:
+	// every PUT and GET then takes a fallback path (inline calls, or
+	// caller memory registered for the call).
+	PoolBytes int
+	// ChunkBytes is the size of one staged chunk (default 4 MiB, at least
+	// MinChunkBytes, lowered to half of PoolBytes).
+	ChunkBytes int
+	// InFlight is how many staged chunks of one operation may be in
+	// flight at once (default 4, at most MaxInFlight): chunk i+1 is
+	// filled while chunk i transfers. The pool may hold fewer.
+	InFlight int
+	// StagingWait is how long an operation waits for its first pool
+	// lease before it takes a fallback path, and NewBuffer for its
+	// buffer (default 5 ms).
+	StagingWait time.Duration
+	// Limits bound the manifests the client encodes for PUT and decodes
+	// from GET (zero fields take DefaultLimits). An owner's smaller limits
+	// are applied too, before anything is sent.
+	Limits Limits
+	// Link, when set, is given to every connection (see
+	// verbs.ConnectOptions.Link); fields left zero are measured when a
+	// connection opens.
+	Link verbs.LinkParams
+}
+
+// Path says how an operation moved an object's bytes.
+type Path uint8
+
+// Paths of PUT and GET.
+const (
+	// PathPool: one-sided scatter transfers between the owner's region
+	// and the client's pool, straight from or into Buffers, or staged
+	// through pool leases chunk by chunk. The fast path.
+	PathPool Path = iota + 1
+	// PathInline: the bytes travelled inside control calls (PutInline,
+	// GetInline).
+	PathInline
+	// PathRegistered: one-sided transfers from or into caller memory
+	// registered with the transport for the call.
+	PathRegistered
+)
+
+// String returns "pool", "inline" or "registered".
+func (p Path) String() string {
+	switch p {
+	case PathPool:
+		return "pool"
+	case PathInline:
+		return "inline"
+	case PathRegistered:
+		return "registered"
+	}
+	return fmt.Sprintf("Path(%d)", uint8(p))
+}
+
+// PathStats counts operations by Path.
+type PathStats struct {
+	Pool, Inline, Registered uint64
+}
+
+// ClientStats counts what a Client did since NewClient.
+type ClientStats struct {
+	// Puts and Gets count successful operations by path (each request of
+	// GetMany counts as one Get); PutsFailed and GetsFailed the failed
+	// ones.
+	Puts, Gets             PathStats
+	PutsFailed, GetsFailed uint64
+	// Fallbacks counts operations that wanted the pool and took a
+	// fallback path because no lease was free within StagingWait.
+	Fallbacks uint64
+	// StagedBytes are the bytes copied through pool leases (into them for
+	// PUT, out of them for GET) in Chunks staged chunks. DirectBytes moved
+	// straight from or into Buffers, RegisteredBytes from or into caller
+	// memory registered for the call, InlineBytes inside control calls.
+	StagedBytes, Chunks                       uint64
+	DirectBytes, RegisteredBytes, InlineBytes uint64
+	// Gathered counts READ operations the engine ran as owner-side gather
+	// (wholly or in part).
+	Gathered uint64
+	// Conns is the number of owner connections open.
+	Conns int
+	// Pool is the staging pool's state (zero without a pool).
+	Pool bufferpool.Stats
+}
+
+// GetInfo describes a completed GET.
+type GetInfo struct {
+	// Version is the object version read.
+	Version uint64
+	// Path is how the bytes moved.
+	Path Path
+	// Bytes is the number of bytes delivered into the destinations, of
+	// which Staged came through pool leases.
+	Bytes, Staged uint64
+	// Chunks is the number of staged chunks, and Gathered whether the
+	// engine gathered any READ on the owner. For a request of GetMany
+	// both describe its owner's whole READ.
+	Chunks   int
+	Gathered bool
+}
+
+// GetRequest is one object of GetMany: the inputs of a Get, and its
+// results.
+type GetRequest struct {
+	// Addr is the owner's address; "" resolves Key with the Directory.
+	Addr, Key string
+	// Select and Dst are as in Get.
+	Select []Select
+	Dst    [][]byte
+
+	// Manifest is the manifest of the version read (decoded into the
+	// Manifest given, or a new one when nil).
+	Manifest *Manifest
+	// Info describes the GET.
+	Info GetInfo
+	// Err is the request's error, nil when its bytes are in Dst.
+	Err error
+}
+
+// Client stores and fetches Structured Objects on owners (see Owner).
+//
+// A PUT reserves space on the owner, WRITEs the object's parts there as
+// scatter operations, each buffer separately (never concatenated into one
+// payload), and commits the manifest: the object becomes visible whole,
+// or not at all. Parts that lie in the client's pool (Buffers) are written
+// straight from it; other memory is copied chunk by chunk into pool leases
+// and written from those, InFlight chunks at a time. A GET opens the key
+// (a hold on its current version), READs the selected members or byte
+// ranges with one scatter READ into the destinations (straight into
+// Buffers, through pool leases into other memory) and closes the hold,
+// bounded by the owner's hold TTL. Without the fast path (no pool, the
+// pool exhausted for StagingWait) the client falls back to the inline
+// calls when the bytes fit the owner's inline limit, and otherwise to
+// one-sided transfers from or into caller memory registered for the call;
+// the bytes stored or read are the same on every path.
+//
+// Each owner gets one connection, opened on first use, with the pool's
+// arena exposed where the backend allows it, so the owner's gather
+// service may pack a GET into it. On shm a registered arena cannot be
+// exposed: READs into the pool then run direct, the engine copying through
+// the owner's mapping (one copy, where a gather would add one).
+//
+// A Client is safe for concurrent use.
+type Client struct {
+	cfg      ClientConfig
+	lim      Limits
+	wlim     wireLimits
+	prefix   string // RecordPrefix + namespace + "/"
+	trName   string // "shm", "tcp" or "" (unknown backend)
+	eng      *verbs.Engine
+	ownEng   bool
+	stage    *verbs.Staging
+	arena    uintptr // start of the pool's arena
+	arenaLen uint64
+	chunk    uint64
+	zero     *verbs.Region // zeros, the source of the payload's gaps
+
+	mu        sync.Mutex
+	closed    bool
+	conns     map[string]*ownerConn
+	active    sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+	poolDone  bool
+
+	stats clientCounters
+
+	// hookChunk, when set (tests), runs after each staged chunk is
+	// submitted, with the chunk's number (1, 2, ...).
+	hookChunk func(n int)
+}
+
+// clientCounters are the counters of ClientStats; putOK and getOK are
+// indexed by Path - PathPool.
+type clientCounters struct {
+	putOK, getOK                            [3]atomic.Uint64
+	putFailed, getFailed, fallbacks         atomic.Uint64
+	staged, chunks, direct, registered, inl atomic.Uint64
+	gathered                                atomic.Uint64
+}
+
+// ownerConn is the connection to one owner and what its Info said.
+type ownerConn struct {
+	addr   string
+	ready  chan struct{} // closed once dialled
+	err    error         // of the dial
+	conn   verbs.Conn
+	region verbs.RegionInfo
+	info   infoReply
+}
+
+const (
+	// poolExportName names the pool's arena where it is exposed.
+	poolExportName = "structobj-client-pool"
+	// zeroBytes is the size of the zero region.
+	zeroBytes = 64 << 10
+	// cleanupTimeout bounds Abort and Close calls made after a failure or
+	// with the caller's context ended.
+	cleanupTimeout = 5 * time.Second
+)
+
+// NewClient checks cfg, registers the pool (if any) and returns a client.
+// It connects to no owner yet.
+func NewClient(cfg ClientConfig) (c *Client, err error) {
+	bad := func(field, format string, args ...any) (*Client, error) {
+		return nil, &ClientConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case cfg.Transport == nil:
+		return bad("Transport", "nil")
+	case cfg.PoolBytes < 0 || cfg.PoolBytes > 1<<46:
+		return bad("PoolBytes", "%d, want 0 (no pool) up to 2^46", cfg.PoolBytes)
+	case cfg.ChunkBytes < 0 || (cfg.ChunkBytes > 0 && cfg.ChunkBytes < MinChunkBytes):
+		return bad("ChunkBytes", "%d, want 0 (default) or at least %d", cfg.ChunkBytes, MinChunkBytes)
+	case cfg.InFlight < 0 || cfg.InFlight > MaxInFlight:
+		return bad("InFlight", "%d, want 0 (default) up to %d", cfg.InFlight, MaxInFlight)
+	case cfg.StagingWait < 0:
+		return bad("StagingWait", "negative")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if err := discovery.ValidateName(RecordPrefix + cfg.Namespace); err != nil {
+		return bad("Namespace", "%q: %v", cfg.Namespace, err)
+	}
+	if cfg.ChunkBytes == 0 {
+		cfg.ChunkBytes = DefaultChunkBytes
+	}
+	if cfg.InFlight == 0 {
+		cfg.InFlight = DefaultInFlight
+	}
+	if cfg.StagingWait == 0 {
+		cfg.StagingWait = DefaultStagingWait
+	}
+	if cfg.PoolBytes > 0 {
+		if cfg.PoolBytes/2 < MinChunkBytes {
+			return bad("PoolBytes", "%d, want at least %d", cfg.PoolBytes, 2*MinChunkBytes)
+		}
+		cfg.ChunkBytes = min(cfg.ChunkBytes, cfg.PoolBytes/2)
+	}
+	c = &Client{
+		cfg:    cfg,
+		lim:    cfg.Limits.withDefaults(),
+		wlim:   wireLimits{manifest: MaxManifestBytes, inline: MaxInlineLimit},
+		prefix: RecordPrefix + cfg.Namespace + "/",
+		chunk:  uint64(cfg.ChunkBytes),
+		conns:  make(map[string]*ownerConn),
+	}
+	switch cfg.Transport.(type) {
+	case *shm.Transport:
+		c.trName = "shm"
+	case *tcp.Transport:
+		c.trName = "tcp"
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.release())
+			c = nil
+		}
+	}()
+	if c.zero, err = cfg.Transport.Register(make([]byte, zeroBytes), verbs.AccessLocal); err != nil {
+		return c, fmt.Errorf("structobj: client: register zeros: %w", err)
+	}
+	if cfg.PoolBytes > 0 {
+		pc := bufferpool.Config{Budget: cfg.PoolBytes, MinSlot: minSlot(cfg.ChunkBytes)}
+		st, err := verbs.NewStaging(cfg.Transport, pc, verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
+		if err != nil {
+			return c, fmt.Errorf("structobj: client pool: %w", err)
+		}
+		c.stage = st
+		arena := st.Pool().Arena()
+		c.arena, c.arenaLen = uintptr(unsafe.Pointer(unsafe.SliceData(arena))), uint64(len(arena))
+	}
+	c.eng = cfg.Engine
+	if c.eng == nil {
+		if c.eng, err = verbs.NewEngine(verbs.EngineConfig{}); err != nil {
+			return c, fmt.Errorf("structobj: client engine: %w", err)
+		}
+		c.ownEng = true
+	}
+	return c, nil
+}
+
+// minSlot is the pool's smallest size class for chunks of chunk bytes: a
+// power of two up to 64 KiB, no larger than the chunk, at least a page.
+func minSlot(chunk int) int {
+	s := 64 << 10
+	for s > chunk {
+		s /= 2
+	}
+	return max(s, os.Getpagesize())
+}
+
+// release frees what NewClient made (also for a partly made client).
+func (c *Client) release() error {
+	var errs []error
+	if c.ownEng && c.eng != nil {
+		errs = append(errs, c.eng.Close())
+	}
+	if c.stage != nil && !c.poolDone {
+		if err := c.stage.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("structobj: client pool: %w", err))
+		} else {
+			c.poolDone = true
+		}
+	}
+	if c.zero != nil {
+		if err := c.cfg.Transport.Deregister(c.zero); err != nil && !errors.Is(err, verbs.ErrClosed) {
+			errs = append(errs, fmt.Errorf("structobj: client: deregister zeros: %w", err))
+		}
+		c.zero = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes the connections the client opened (calls still running
+// fail), waits for its calls to return, closes its engine if it made it,
+// and closes the pool. Buffers still held are reported as a
+// *bufferpool.LeakError (and their memory stays valid): release them and
+// call Close again. Close is otherwise idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		conns := c.conns
+		c.conns = make(map[string]*ownerConn)
+		c.mu.Unlock()
+		var errs []error
+		for _, oc := range conns {
+			select {
+			case <-oc.ready:
+				if oc.conn != nil {
+					errs = append(errs, oc.conn.Close())
+				}
+			default: // its dial closes it when it sees the client closed
+			}
+		}
+		c.active.Wait()
+		if c.ownEng {
+			errs = append(errs, c.eng.Close())
+		}
+		if err := c.cfg.Transport.Deregister(c.zero); err != nil && !errors.Is(err, verbs.ErrClosed) {
+			errs = append(errs, fmt.Errorf("structobj: client: deregister zeros: %w", err))
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stage == nil || c.poolDone {
+		return c.closeErr
+	}
+	err := c.stage.Close()
+	if err == nil {
+		c.poolDone = true
+		return c.closeErr
+	}
+	return errors.Join(c.closeErr, fmt.Errorf("structobj: client pool: %w", err))
+}
+
+// enter registers a running call; false once the client is closed.
+func (c *Client) enter() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.active.Add(1)
+	return true
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() ClientStats {
+	s := &c.stats
+	out := ClientStats{
+		Puts:       PathStats{s.putOK[0].Load(), s.putOK[1].Load(), s.putOK[2].Load()},
+		Gets:       PathStats{s.getOK[0].Load(), s.getOK[1].Load(), s.getOK[2].Load()},
+		PutsFailed: s.putFailed.Load(), GetsFailed: s.getFailed.Load(), Fallbacks: s.fallbacks.Load(),
+		StagedBytes: s.staged.Load(), Chunks: s.chunks.Load(), DirectBytes: s.direct.Load(),
+		RegisteredBytes: s.registered.Load(), InlineBytes: s.inl.Load(), Gathered: s.gathered.Load(),
+	}
+	c.mu.Lock()
+	for _, oc := range c.conns {
+		select {
+		case <-oc.ready:
+			if oc.err == nil {
+				out.Conns++
+			}
+		default:
+		}
+	}
+	c.mu.Unlock()
+	if c.stage != nil {
+		out.Pool = c.stage.Pool().Stats()
+	}
+	return out
+}
+
+// count records the outcome of one PUT or GET.
+func (c *Client) count(ok *[3]atomic.Uint64, failed *atomic.Uint64, p Path, err error) {
+	if err != nil {
+		failed.Add(1)
+		return
+	}
+	if p >= PathPool && p <= PathRegistered {
+		ok[p-PathPool].Add(1)
+	}
+}
+
+// Buffer is registered memory from the client's pool: a PUT writes the
+// parts that lie in Buffers straight from them, and a GET reads into
+// destinations that lie in Buffers straight, with no staging copy (and,
+// where the pool is exposed, possibly packed there by the owner). Release
+// it when done; Close reports Buffers still held.
+type Buffer struct {
+	lease bufferpool.Lease
+}
+
+// NewBuffer leases n bytes of the pool, waiting at most StagingWait for
+// them (an error wrapping bufferpool.ErrExhausted after that; more than
+// the pool's largest size class fails with bufferpool.ErrTooLarge). The
+// memory is not zeroed. Without a pool it fails with ErrNoPool.
+func (c *Client) NewBuffer(n int) (*Buffer, error) {
+	if c.stage == nil {
+		return nil, ErrNoPool
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClientClosed
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("structobj: buffer of %d bytes: %w", n, bufferpool.ErrInvalidSize)
+	}
+	l, err := c.stage.Pool().AcquireTimeout(n, c.cfg.StagingWait)
+	if err != nil {
+		return nil, fmt.Errorf("structobj: buffer of %d bytes: %w", n, err)
+	}
+	return &Buffer{lease: l}, nil
+}
+
+// Bytes returns the buffer's memory (nil once released).
+func (b *Buffer) Bytes() []byte { return b.lease.Bytes() }
+
+// Release gives the buffer back to the pool. It succeeds once; later
+// calls return an error wrapping bufferpool.ErrDoubleRelease.
+func (b *Buffer) Release() error { return b.lease.Release() }
+
+// inArena returns b's offset in the pool's arena, and whether all of b
+// lies in it.
+func (c *Client) inArena(b []byte) (uint64, bool) {
+	if c.stage == nil || len(b) == 0 {
+		return 0, false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < c.arena {
+		return 0, false
+	}
+	off := uint64(p - c.arena)
+	return off, off <= c.arenaLen && uint64(len(b)) <= c.arenaLen-off
+}
+
+// checkKey refuses, before anything is sent, a key the owner would
+// refuse.
+func (c *Client) checkKey(key string) error {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return fmt.Errorf("structobj: key of %d bytes, want 1..%d: %w", len(key), MaxKeyLen, ErrRefused)
+	}
+	if err := discovery.ValidateName(c.prefix + key); err != nil {
+		return fmt.Errorf("structobj: key %q: %w: %w", key, ErrRefused, err)
+	}
+	return nil
+}
+
+// resolve returns addr, or with addr empty the address the Directory's
+// record of key names.
+func (c *Client) resolve(ctx context.Context, addr, key string) (string, error) {
+	if addr != "" {
+		return addr, nil
+	}
+	if c.cfg.Directory == nil {
+		return "", fmt.Errorf("structobj: key %q: no owner address and no Directory: %w", key, ErrClientConfig)
+	}
+	rec, err := c.cfg.Directory.Lookup(ctx, c.prefix+key)
+	switch {
+	case errors.Is(err, discovery.ErrNotFound):
+		return "", fmt.Errorf("structobj: key %q: no record (a new key needs its owner's address): %w: %w", key, ErrNotFound, err)
+	case err != nil:
+		return "", fmt.Errorf("structobj: key %q: lookup: %w", key, err)
+	case c.trName != "" && rec.Transport != c.trName:
+		return "", fmt.Errorf("structobj: key %q: served over %q, the client's transport is %q: %w",
+			key, rec.Transport, c.trName, verbs.ErrNotSupported)
+	}
+	return rec.Addr, nil
+}
+
+// conn returns the connection to addr, opening it on first use.
+func (c *Client) conn(ctx context.Context, addr string) (*ownerConn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClientClosed
+	}
+	oc := c.conns[addr]
+	if oc == nil {
+		oc = &ownerConn{addr: addr, ready: make(chan struct{})}
+		c.conns[addr] = oc
+		c.mu.Unlock()
+		oc.err = c.dial(ctx, oc)
+		if oc.err != nil {
+			c.mu.Lock()
+			if c.conns[addr] == oc {
+				delete(c.conns, addr)
+			}
+			c.mu.Unlock()
+		}
+		close(oc.ready)
+		return oc, oc.err
+	}
+	c.mu.Unlock()
+	select {
+	case <-oc.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return oc, oc.err
+}
+
+// dial connects to oc.addr (exposing the pool where the backend allows)
+// and asks for the owner's Info.
+func (c *Client) dial(ctx context.Context, oc *ownerConn) error {
+	opts := verbs.ConnectOptions{Link: c.cfg.Link}
+	if c.stage != nil {
+		opts.Expose = []verbs.Export{c.stage.Export(poolExportName)}
+	}
+	conn, err := c.cfg.Transport.Connect(ctx, oc.addr, opts)
+	if err != nil && opts.Expose != nil && errors.Is(err, verbs.ErrNotSupported) {
+		// shm cannot expose registered memory: READs into the pool run
+		// direct.
+		opts.Expose = nil
+		conn, err = c.cfg.Transport.Connect(ctx, oc.addr, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("structobj: connect %s: %w", oc.addr, err)
+	}
+	oc.conn = conn
+	fail := func(err error) error {
+		oc.conn = nil
+		return errors.Join(err, conn.Close())
+	}
+	resp, err := conn.Call(ctx, MethodInfo, (&emptyRequest{method: MethodInfo}).appendTo(nil), nil)
+	if err == nil {
+		err = oc.info.decodeFrom(resp, &c.wlim)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("structobj: info from %s: %w", oc.addr, decodeCallError(err)))
+	}
+	var ok bool
+	if oc.region, ok = verbs.FindRegion(conn.Remote(), oc.info.region); !ok {
+		return fail(fmt.Errorf("structobj: %s exports no region %q: %w", oc.addr, oc.info.region, verbs.ErrBadKey))
+	}
+	// The gather capability (and on shm the engine's calibration) ahead
+	// of the first READ; an owner without a gather service is fine.
+	_, _ = c.eng.Prepare(ctx, conn)
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return fail(ErrClientClosed)
+	}
+	return nil
+}
+
+// evict drops a connection that ended, so the next call reconnects.
+func (c *Client) evict(oc *ownerConn) {
+	c.mu.Lock()
+	mine := c.conns[oc.addr] == oc
+	if mine {
+		delete(c.conns, oc.addr)
+	}
+	c.mu.Unlock()
+	if mine {
+		_ = oc.conn.Close() // it ended already; Close only releases
+	}
+}
+
+// protoMessage is a control message (proto.go).
+type protoMessage interface {
+	appendTo(dst []byte) []byte
+	decodeFrom(b []byte, lim *wireLimits) error
+}
+
+// call makes one control call and maps an owner's error to its
+// *OwnerError.
+func (c *Client) call(ctx context.Context, oc *ownerConn, method uint16, req []byte) ([]byte, error) {
+	resp, err := oc.conn.Call(ctx, method, req, nil)
+	if err != nil {
+		if errors.Is(err, verbs.ErrClosed) {
+			c.evict(oc)
+		}
+		return nil, decodeCallError(err)
+	}
+	return resp, nil
+}
+
+// do makes a call of req and decodes its reply into rep.
+func (c *Client) do(ctx context.Context, oc *ownerConn, method uint16, req, rep protoMessage) error {
+	resp, err := c.call(ctx, oc, method, req.appendTo(nil))
+	if err != nil {
+		return err
+	}
+	return rep.decodeFrom(resp, &c.wlim)
+}
+
+// cleanupContext is for calls that must run after a failure, even when
+// ctx has ended.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+}
+
+// ttlDeadline is when an operation under a reservation or hold of ttl,
+// asked for at sent, must be done: the TTL less a margin for the calls
+// that end it.
+func ttlDeadline(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - min(ttl/8, 2*time.Second))
+}
+
+// Delete removes key from its owner (addr, or the Directory's record when
+// addr is empty) and returns the version deleted. Readers holding the
+// object finish reading it.
+func (c *Client) Delete(ctx context.Context, addr, key string) (uint64, error) {
+	if !c.enter() {
+		return 0, ErrClientClosed
+	}
+	defer c.active.Done()
+	v, err := c.delete(ctx, addr, key)
+	if err != nil {
+		return 0, fmt.Errorf("structobj: delete %q: %w", key, err)
+	}
+	return v, nil
+}
+
+func (c *Client) delete(ctx context.Context, addr, key string) (uint64, error) {
+	if err := c.checkKey(key); err != nil {
+		return 0, err
+	}
+	addr, err := c.resolve(ctx, addr, key)
+	if err != nil {
+		return 0, err
+	}
+	oc, err := c.conn(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	rep := versionReply{method: MethodDelete}
+	err = c.do(ctx, oc, MethodDelete, &keyRequest{method: MethodDelete, key: []byte(key)}, &rep)
+	return rep.version, err
+}
+
+// Put stores obj under key on the owner at addr (or, with addr empty,
+// the owner whose Directory record names key: a new key needs addr) and
+// returns the new version. The object is validated first (Object.Validate
+// under the client's and the owner's limits, and the key): an invalid one
+// is refused with nothing sent.
+//
+// The payload goes to reserved space as scatter WRITEs of obj's separate
+// buffers: those in Buffers straight, others staged through pool leases,
+// ChunkBytes at a time with InFlight chunks in flight, then the manifest
+// is committed; bytes no part covers are written as zeros. The WRITEs and
+// the Commit must be done within the owner's reservation TTL less a
+// margin (an eighth of it, at most 2 s), which bounds the context.
+// Without the fast path (see Client) the same payload is stored inline or
+// from registered caller memory. On failure, the context's end included,
+// the WRITEs in flight are waited for, the reservation is aborted and the
+// key keeps its previous object: a PUT is visible whole or not at all
+// (though an error after the Commit call was sent, such as a lost
+// connection, cannot tell which).
+func (c *Client) Put(ctx context.Context, addr, key string, obj *Object) (uint64, error) {
+	if !c.enter() {
+		return 0, ErrClientClosed
+	}
+	defer c.active.Done()
+	v, path, err := c.put(ctx, addr, key, obj)
+	c.count(&c.stats.putOK, &c.stats.putFailed, path, err)
+	if err != nil {
+		return 0, fmt.Errorf("structobj: put %q: %w", key, err)
+	}
+	return v, nil
+}
+
+// item is a byte range of a payload: a part's bytes, or zeros when mem is
+// nil.
+type item struct {
+	off, n uint64
+	mem    []byte
+}
+
+// layoutPayload returns the items that make up o's payload, in payload
+// order, covering it exactly. o has been checked.
+func layoutPayload(o *Object) []item {
+	m := &o.Manifest
+	items := make([]item, 0, 2*len(o.Data)+1)
+	k := 0
+	for i := range m.Members {
+		for _, p := range m.Members[i].Parts() {
+			if p.Length > 0 {
+				items = append(items, item{off: p.Offset, n: p.Length, mem: o.Data[k]})
+				k++
+			}
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.off, b.off) })
+	var at uint64
+	n := len(items)
+	for i := range n {
+		if it := items[i]; it.off > at {
+			items = append(items, item{off: at, n: it.off - at})
+		}
+		at = items[i].off + items[i].n
+	}
+	if at < m.PayloadBytes {
+		items = append(items, item{off: at, n: m.PayloadBytes - at})
+	}
+	if len(items) > n {
+		slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.off, b.off) })
+	}
+	return items
+}
+
+// admits checks m (encoded in n bytes) against the owner's limits where
+// they are smaller than the client's.
+func (c *Client) admits(oc *ownerConn, m *Manifest, n int) error {
+	ol := oc.info.limits
+	if n > ol.MaxBytes {
+		return &ObjectError{Field: "Manifest", Reason: "over the owner's limits", Err: &ManifestError{Field: "Manifest",
+			Reason: fmt.Sprintf("%d bytes encoded, the owner's limit is %d", n, ol.MaxBytes), Err: ErrManifestLimit}}
+	}
+	l := c.lim
+	if ol.MaxMembers < l.MaxMembers || ol.MaxDims < l.MaxDims || ol.MaxMeta < l.MaxMeta || ol.MaxMetaBytes < l.MaxMetaBytes {
+		if err := m.Validate(ol); err != nil {
+			return &ObjectError{Field: "Manifest", Reason: "over the owner's limits", Err: err}
+		}
+	}
+	return nil
+}
+
+func (c *Client) put(ctx context.Context, addr, key string, obj *Object) (uint64, Path, error) {
+	if obj == nil {
+		return 0, 0, &ObjectError{Field: "Object", Reason: "nil"}
+	}
+	if err := c.checkKey(key); err != nil {
+		return 0, 0, err
+	}
+	man, err := c.lim.AppendManifest(nil, &obj.Manifest)
+	if err != nil {
+		return 0, 0, &ObjectError{Field: "Manifest", Reason: "invalid manifest", Err: err}
+	}
+	if err := obj.checkData(); err != nil {
+		return 0, 0, err
+	}
+	if addr, err = c.resolve(ctx, addr, key); err != nil {
+		return 0, 0, err
+	}
+	oc, err := c.conn(ctx, addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := c.admits(oc, &obj.Manifest, len(man)); err != nil {
+		return 0, 0, err
+	}
+	payload := obj.Manifest.PayloadBytes
+	items := layoutPayload(obj)
+	var staged uint64
+	for _, it := range items {
+		if _, in := c.inArena(it.mem); it.mem != nil && !in {
+			staged += it.n
+		}
+	}
+	fast, leased := c.stage != nil, false
+	var first bufferpool.Lease
+	if fast && staged > 0 {
+		first, err = c.stage.Pool().AcquireTimeout(int(min(c.chunk, staged)), c.cfg.StagingWait)
+		switch {
+		case errors.Is(err, bufferpool.ErrExhausted):
+			fast = false
+			c.stats.fallbacks.Add(1)
+		case err != nil:
+			return 0, 0, fmt.Errorf("staging lease: %w", err)
+		default:
+			leased = true
+		}
+	}
+	if !fast && oc.info.maxInline > 0 && payload+uint64(len(man)) <= oc.info.maxInline {
+		v, err := c.putInline(ctx, oc, key, man, payload, items)
+		return v, PathInline, err
+	}
+	x := c.newXfer(ctx, oc, verbs.OpWrite, staged)
+	if leased {
+		x.adopt(first)
+	}
+	sent := time.Now()
+	var res reserveReply
+	if err := c.do(ctx, oc, MethodReserve, &reserveRequest{size: payload}, &res); err != nil {
+		return 0, 0, x.finish(err)
+	}
+	wctx, cancel := context.WithDeadline(ctx, ttlDeadline(sent, res.ttl))
+	defer cancel()
+	x.ctx, x.remoteOff, x.remoteExt = wctx, res.off, payload
+	err = x.finish(x.write(items, fast))
+	c.noteXfer(x)
+	var v uint64
+	if err == nil {
+		rep := versionReply{method: MethodCommit}
+		err = c.do(wctx, oc, MethodCommit, &commitRequest{id: res.id, key: []byte(key), manifest: man}, &rep)
+		v = rep.version
+	}
+	if err != nil {
+		actx, acancel := cleanupContext(ctx)
+		defer acancel()
+		// Best effort: an expired or committed reservation is gone anyway.
+		_ = c.do(actx, oc, MethodAbort, &idMessage{method: MethodAbort, id: res.id}, &emptyReply{method: MethodAbort})
+		return 0, 0, err
+	}
+	return v, x.path(), nil
+}
+
+// putInline stores the payload of items inside one PutInline call.
+func (c *Client) putInline(ctx context.Context, oc *ownerConn, key string, man []byte, payload uint64, items []item) (uint64, error) {
+	req := make([]byte, 0, 24+len(key)+len(man)+int(payload))
+	req = appendPutInlineHead(req, []byte(key), man, payload)
+	for _, it := range items {
+		if it.mem != nil {
+			req = append(req, it.mem...)
+			continue
+		}
+		at := len(req)
+		req = req[:at+int(it.n)]
+		clear(req[at:])
+	}
+	resp, err := c.call(ctx, oc, MethodPutInline, req)
+	if err != nil {
+		return 0, err
+	}
+	rep := versionReply{method: MethodPutInline}
+	if err := rep.decodeFrom(resp, &c.wlim); err != nil {
+		return 0, err
+	}
+	c.stats.inl.Add(payload)
+	return rep.version, nil
+}
+
+// Stat returns the manifest of key's current version (an Open and a
+// Close of a hold on the owner), for sizing the destinations of a Get
+// (see Sizes). The key may be replaced before the Get.
+func (c *Client) Stat(ctx context.Context, addr, key string) (*Manifest, error) {
+	if !c.enter() {
+		return nil, ErrClientClosed
+	}
+	defer c.active.Done()
+	m, err := c.stat(ctx, addr, key)
+	if err != nil {
+		return nil, fmt.Errorf("structobj: stat %q: %w", key, err)
+	}
+	return m, nil
+}
+
+func (c *Client) stat(ctx context.Context, addr, key string) (*Manifest, error) {
+	if err := c.checkKey(key); err != nil {
+		return nil, err
+	}
+	addr, err := c.resolve(ctx, addr, key)
+	if err != nil {
+		return nil, err
+	}
+	oc, err := c.conn(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	m := new(Manifest)
+	h, _, err := c.open(ctx, oc, key, m)
+	if err != nil {
+		return nil, err
+	}
+	return m, c.closeHold(ctx, oc, h.hold)
+}
+
+// open takes a hold on key and decodes its manifest into m. It returns
+// when the request was sent (the hold's TTL runs from a moment after).
+func (c *Client) open(ctx context.Context, oc *ownerConn, key string, m *Manifest) (openReply, time.Time, error) {
+	sent := time.Now()
+	var h openReply
+	if err := c.do(ctx, oc, MethodOpen, &keyRequest{method: MethodOpen, key: []byte(key)}, &h); err != nil {
+		return h, sent, err
+	}
+	if err := DecodeManifest(m, h.manifest, c.lim); err != nil {
+		return h, sent, errors.Join(fmt.Errorf("manifest of version %d: %w", h.version, err), c.closeHold(ctx, oc, h.hold))
+	}
+	h.manifest = nil
+	return h, sent, nil
+}
+
+// closeHold ends a hold, also when ctx has ended.
+func (c *Client) closeHold(ctx context.Context, oc *ownerConn, hold uint64) error {
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if err := c.do(cctx, oc, MethodClose, &idMessage{method: MethodClose, id: hold}, &emptyReply{method: MethodClose}); err != nil {
+		return fmt.Errorf("close hold %d: %w", hold, err)
+	}
+	return nil
+}
+
+// Get reads selections of key's current version from its owner (addr, or
+// the Directory's record when addr is empty) into dst, and returns that
+// version's manifest. dst[i] receives selection i and must have exactly
+// its length (Sizes); an empty sel reads the whole payload into dst[0].
+// The destinations may be any memory; those in Buffers are read into
+// without a copy.
+//
+// Get opens a hold on the version (so a concurrent replacement or delete
+// cannot tear it), READs every selected range with one scatter operation
+// (plus one per staged chunk when destinations lie outside the pool),
+// and closes the hold, also on failure. The READs must finish within the
+// owner's hold TTL less a margin (an eighth of it, at most 2 s), which
+// bounds the context: past it the hold could lapse and the space be
+// reused, so the GET fails instead (and a hold found expired at Close
+// fails it too). Without the
+// fast path the bytes come inline or by READs into registered caller
+// memory; they are the same. A selection or destination that does not
+// fit the manifest is an ErrSelect, with nothing written to dst.
+// On other errors the contents of dst are undefined.
+func (c *Client) Get(ctx context.Context, addr, key string, sel []Select, dst [][]byte) (*Manifest, GetInfo, error) {
+	if !c.enter() {
+		return nil, GetInfo{}, ErrClientClosed
+	}
+	defer c.active.Done()
+	m := new(Manifest)
+	info, err := c.get(ctx, addr, key, sel, dst, m)
+	c.count(&c.stats.getOK, &c.stats.getFailed, info.Path, err)
+	if err != nil {
+		return nil, info, fmt.Errorf("structobj: get %q: %w", key, err)
+	}
+	return m, info, nil
+}
+
+// checkDst checks the number of destinations against sel.
+func checkDst(sel []Select, dst [][]byte) error {
+	if want := max(len(sel), 1); len(dst) != want {
+		return &SelectError{Index: -1, Reason: fmt.Sprintf("%d destinations for %d selections", len(dst), want)}
+	}
+	return nil
+}
+
+func (c *Client) get(ctx context.Context, addr, key string, sel []Select, dst [][]byte, m *Manifest) (GetInfo, error) {
+	var info GetInfo
+	if err := checkDst(sel, dst); err != nil {
+		return info, err
+	}
+	if err := c.checkKey(key); err != nil {
+		return info, err
+	}
+	if len(sel) == 0 {
+		sel = wholePayload
+	}
+	addr, err := c.resolve(ctx, addr, key)
+	if err != nil {
+		return info, err
+	}
+	oc, err := c.conn(ctx, addr)
+	if err != nil {
+		return info, err
+	}
+	if c.stage == nil && len(sel) == 1 && sel[0] == (Select{}) && oc.info.maxInline > 0 && uint64(len(dst[0])) <= oc.info.maxInline {
+		return c.getInlineWhole(ctx, oc, key, dst[0], m)
+	}
+	h, sent, err := c.open(ctx, oc, key, m)
+	if err != nil {
+		return info, err
+	}
+	info.Version = h.version
+	var segs []segment
+	for i, s := range sel {
+		if segs, err = appendSelection(segs, m, i, s, dst[i], h.off); err != nil {
+			return info, errors.Join(err, c.closeHold(ctx, oc, h.hold))
+		}
+	}
+	rctx, cancel := context.WithDeadline(ctx, ttlDeadline(sent, h.ttl))
+	x := c.newXfer(rctx, oc, verbs.OpRead, 0)
+	err = c.read(x, segs, &inlineRead{key: key, base: h.off, version: h.version})
+	cancel()
+	c.noteXfer(x)
+	info.Path, info.Bytes, info.Staged, info.Chunks, info.Gathered = x.path(), x.bytes(), x.staged, x.chunks, x.gathered
+	if cerr := c.closeHold(ctx, oc, h.hold); err == nil {
+		// A hold that expired may have let the space be reused under the
+		// READs: the bytes are not trustworthy.
+		err = cerr
+	}
+	return info, err
+}
+
+// getInlineWhole reads the whole payload with one GetInline call.
+func (c *Client) getInlineWhole(ctx context.Context, oc *ownerConn, key string, dst []byte, m *Manifest) (GetInfo, error) {
+	var rep getInlineReply
+	if err := c.do(ctx, oc, MethodGetInline, &getInlineRequest{key: []byte(key)}, &rep); err != nil {
+		return GetInfo{}, err
+	}
+	if err := DecodeManifest(m, rep.manifest, c.lim); err != nil {
+		return GetInfo{}, fmt.Errorf("manifest of version %d: %w", rep.version, err)
+	}
+	if len(rep.data) != len(dst) {
+		return GetInfo{}, &SelectError{Index: 0, Reason: fmt.Sprintf("destination of %d bytes, selection of %d", len(dst), len(rep.data))}
+	}
+	copy(dst, rep.data)
+	c.stats.inl.Add(uint64(len(dst)))
+	return GetInfo{Version: rep.version, Path: PathInline, Bytes: uint64(len(dst))}, nil
+}
+
+// inlineRead is what a GET's inline fallback needs: the key and the held
+// version, whose payload starts at base in the region.
+type inlineRead struct {
+	key           string
+	base, version uint64
+}
+
+// getInlineRanges reads segs (of the held version) with one GetInline
+// call. It returns false, with nothing written, when the key no longer
+// holds that version.
+func (c *Client) getInlineRanges(ctx context.Context, oc *ownerConn, in *inlineRead, segs []segment) (bool, error) {
+	req := getInlineRequest{key: []byte(in.key), ranges: make([]byteRange, 0, len(segs))}
+	var total uint64
+	for _, s := range segs {
+		req.ranges = append(req.ranges, byteRange{off: s.remote - in.base, len: uint64(len(s.mem))})
+		total += uint64(len(s.mem))
+	}
+	var rep getInlineReply
+	err := c.do(ctx, oc, MethodGetInline, &req, &rep)
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrRefused):
+		return false, nil // deleted, or replaced by a smaller version
+	case err != nil:
+		return false, err
+	case rep.version != in.version:
+		return false, nil
+	}
+	data := rep.data
+	if uint64(len(data)) != total {
+		return false, &MessageError{Message: messageName(MethodGetInline, true), Field: "data",
+			Reason: fmt.Sprintf("%d bytes for ranges of %d", len(data), total)}
+	}
+	for _, s := range segs {
+		data = data[copy(s.mem, data):]
+	}
+	return true, nil
+}
+
+// read moves the READ segments into their memory: from the pool or
+// straight into Buffers, else inline (when in is set and the bytes fit),
+// else into registered memory. It finishes x.
+func (c *Client) read(x *xfer, segs []segment, in *inlineRead) error {
+	var staged, total uint64
+	for _, s := range segs {
+		total += uint64(len(s.mem))
+		if _, ok := c.inArena(s.mem); !ok {
+			staged += uint64(len(s.mem))
+		}
+	}
+	x.stagedLeft = staged
+	fast := c.stage != nil
+	if fast && staged > 0 {
+		l, err := c.stage.Pool().AcquireTimeout(int(min(c.chunk, staged)), c.cfg.StagingWait)
+		switch {
+		case errors.Is(err, bufferpool.ErrExhausted):
+			fast = false
+			c.stats.fallbacks.Add(1)
+		case err != nil:
+			return x.finish(fmt.Errorf("staging lease: %w", err))
+		default:
+			x.adopt(l)
+		}
+	}
+	if !fast && in != nil && total > 0 && x.oc.info.maxInline > 0 && total <= x.oc.info.maxInline && len(segs) <= MaxInlineRanges {
+		ok, err := c.getInlineRanges(x.ctx, x.oc, in, segs)
+		if err != nil || ok {
+			if ok {
+				x.inline = total
+				c.stats.inl.Add(total)
+			}
+			return x.finish(err)
+		}
+		// Replaced since the Open: READ the held version instead.
+	}
+	return x.finish(x.readSegments(segs, fast))
+}
+
+// GetMany runs several GETs: the requests are grouped by owner, and each
+// owner's selections are read with one scatter READ (as Get's, plus one
+// per staged chunk) under holds on all its keys, owners in parallel. Each
+// request's results and error are set in it; GetMany returns nil when all
+// succeeded, otherwise their errors joined. Without the fast path the
+// bytes come by READs into registered caller memory (GetMany makes no
+// inline calls).
+func (c *Client) GetMany(ctx context.Context, reqs []GetRequest) error {
+	if !c.enter() {
+		return ErrClientClosed
+	}
+	defer c.active.Done()
+	groups := make(map[string][]int)
+	for i := range reqs {
+		r := &reqs[i]
+		r.Info, r.Err = GetInfo{}, nil
+		if r.Manifest == nil {
+			r.Manifest = new(Manifest)
+		}
+		if r.Err = checkDst(r.Select, r.Dst); r.Err != nil {
+			continue
+		}
+		if r.Err = c.checkKey(r.Key); r.Err != nil {
+			continue
+		}
+		addr, err := c.resolve(ctx, r.Addr, r.Key)
+		if err != nil {
+			r.Err = err
+			continue
+		}
+		groups[addr] = append(groups[addr], i)
+	}
+	var wg sync.WaitGroup
+	for addr, idx := range groups {
+		wg.Go(func() { c.getGroup(ctx, addr, reqs, idx) })
+	}
+	wg.Wait()
+	var errs []error
+	for i := range reqs {
+		r := &reqs[i]
+		c.count(&c.stats.getOK, &c.stats.getFailed, r.Info.Path, r.Err)
+		if r.Err != nil {
+			r.Err = fmt.Errorf("structobj: get %q: %w", r.Key, r.Err)
+			errs = append(errs, r.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// getGroup runs the requests idx of reqs, all on the owner at addr.
+func (c *Client) getGroup(ctx context.Context, addr string, reqs []GetRequest, idx []int) {
+	oc, err := c.conn(ctx, addr)
+	if err != nil {
+		for _, i := range idx {
+			reqs[i].Err = err
+		}
+		return
+	}
+	type held struct {
+		i    int
+		hold uint64
+	}
+	var holds []held
+	var segs []segment
+	deadline := time.Time{}
+	for _, i := range idx {
+		r := &reqs[i]
+		h, sent, err := c.open(ctx, oc, r.Key, r.Manifest)
+		if err != nil {
+			r.Err = err
+			continue
+		}
+		sel := r.Select
+		if len(sel) == 0 {
+			sel = wholePayload
+		}
+		keep := len(segs)
+		for j, s := range sel {
+			if segs, err = appendSelection(segs, r.Manifest, j, s, r.Dst[j], h.off); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			segs = segs[:keep]
+			r.Err = errors.Join(err, c.closeHold(ctx, oc, h.hold))
+			continue
+		}
+		for _, s := range segs[keep:] {
+			r.Info.Bytes += uint64(len(s.mem))
+		}
+		r.Info.Version = h.version
+		if d := ttlDeadline(sent, h.ttl); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+		holds = append(holds, held{i, h.hold})
+	}
+	if len(holds) == 0 {
+		return
+	}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	x := c.newXfer(rctx, oc, verbs.OpRead, 0)
+	err = c.read(x, segs, nil)
+	cancel()
+	c.noteXfer(x)
+	for _, h := range holds {
+		r := &reqs[h.i]
+		r.Info.Path, r.Info.Chunks, r.Info.Gathered = x.path(), x.chunks, x.gathered
+		r.Err = err
+		if cerr := c.closeHold(ctx, oc, h.hold); r.Err == nil {
+			r.Err = cerr
+		}
+	}
+}
+
+// noteXfer adds a transfer's figures to the client's counters.
+func (c *Client) noteXfer(x *xfer) {
+	s := &c.stats
+	s.staged.Add(x.staged)
+	s.chunks.Add(uint64(x.chunks))
+	s.direct.Add(x.direct)
+	s.registered.Add(x.registered)
+	s.gathered.Add(x.gatheredOps)
+}
+
+// xfer runs the one-sided transfers of one PUT, or of the READs of one
+// owner in a GET: single operations (from or into Buffers, zeros,
+// registered memory) and staged chunks through pool leases, at most
+// InFlight chunks in flight, each lease reused for the next chunk once its
+// chunk is done.
+type xfer struct {
+	c   *Client
+	ctx context.Context
+	oc  *ownerConn
+	dir verbs.Op
+	// remoteOff and remoteExt are the owner-side extent: the reservation
+	// for a WRITE (offsets in the payload), the whole region for a READ
+	// (offsets in the region).
+	remoteOff, remoteExt uint64
+
+	stagedLeft uint64       // bytes still to stage
+	leases     int          // leases held (len(all))
+	all        []*chunkSlot // every lease held
+	queue      []*chunkSlot // chunks in flight, oldest first
+	free       []*chunkSlot // leases ready for a chunk
+	cur        *chunkSlot   // the chunk being filled
+	singles    []*singleOp
+	regs       []*verbs.Region
+
+	chunks                             int
+	staged, direct, registered, inline uint64
+	gatheredOps                        uint64
+	gathered                           bool
+}
+
+// chunkSlot is a lease and the chunk it carries.
+type chunkSlot struct {
+	lease bufferpool.Lease
+	n     uint64 // bytes filled
+	plan  planfmt.Plan
+	op    *verbs.Operation
+	outs  []segment // READ: lease offset (remote) -> destination (mem)
+}
+
+// singleOp is an operation outside the chunk pipeline.
+type singleOp struct {
+	plan planfmt.Plan
+	op   *verbs.Operation
+}
+
+func (c *Client) newXfer(ctx context.Context, oc *ownerConn, dir verbs.Op, staged uint64) *xfer {
+	x := &xfer{c: c, ctx: ctx, oc: oc, dir: dir, stagedLeft: staged}
+	if dir == verbs.OpRead {
+		x.remoteExt = oc.region.Len
+	}
+	return x
+}
+
+// adopt takes a lease acquired by the caller as the first chunk's.
+func (x *xfer) adopt(l bufferpool.Lease) {
+	s := &chunkSlot{lease: l}
+	x.all = append(x.all, s)
+	x.free = append(x.free, s)
+	x.leases++
+}
+
+// path is the path the transfer took.
+func (x *xfer) path() Path {
+	switch {
+	case x.inline > 0:
+		return PathInline
+	case len(x.regs) > 0 || x.c.stage == nil:
+		return PathRegistered
+	}
+	return PathPool
+}
+
+// bytes is what the transfer moved.
+func (x *xfer) bytes() uint64 { return x.staged + x.direct + x.registered + x.inline }
+
+// submit starts one operation of plan (whose extents it sets) between
+// local[localOff:+localExt] and the owner's extent.
+func (x *xfer) submit(local *verbs.Region, localOff, localExt uint64, plan *planfmt.Plan) (*verbs.Operation, error) {
+	plan.Form = planfmt.FormRanges
+	if x.dir == verbs.OpWrite {
+		plan.SrcExtent, plan.DstExtent = localExt, x.remoteExt
+	} else {
+		plan.SrcExtent, plan.DstExtent = x.remoteExt, localExt
+	}
+	op := verbs.ScatterOp{Conn: x.oc.conn, Dir: x.dir, Remote: x.oc.region, RemoteOff: x.remoteOff,
+		Local: local, LocalOff: localOff, Plan: plan}
+	if x.dir == verbs.OpWrite && x.c.ownEng {
+		// The client's own engine has no staging: a WRITE cannot gather.
+		op.Mode = verbs.ModeDirect
+	}
+	o, err := x.c.eng.Submit(x.ctx, &op)
+	if err != nil {
+		if errors.Is(err, verbs.ErrClosed) {
+			x.c.evict(x.oc)
+		}
+		return nil, err
+	}
+	return o, nil
+}
+
+// rng is the range moving n bytes between local offset l and remote
+// offset r in x's direction.
+func (x *xfer) rng(l, r, n uint64) planfmt.Range {
+	if x.dir == verbs.OpWrite {
+		return planfmt.Range{Src: l, Dst: r, Len: n}
+	}
+	return planfmt.Range{Src: r, Dst: l, Len: n}
+}
+
+// single starts an operation of ranges on local outside the pipeline.
+func (x *xfer) single(local *verbs.Region, ranges []planfmt.Range) error {
+	if len(ranges) == 0 {
+		return nil
+	}
+	so := &singleOp{plan: planfmt.Plan{Ranges: ranges}}
+	op, err := x.submit(local, 0, uint64(local.Len()), &so.plan)
+	if err != nil {
+		return err
+	}
+	so.op = op
+	x.singles = append(x.singles, so)
+	return nil
+}
+
+// register registers s.mem for this transfer and starts its operation.
+func (x *xfer) register(s segment) error {
+	r, err := x.c.cfg.Transport.Register(s.mem, verbs.AccessLocal)
+	if err != nil {
+		return fmt.Errorf("register %d bytes: %w", len(s.mem), err)
+	}
+	x.regs = append(x.regs, r)
+	x.registered += uint64(len(s.mem))
+	return x.single(r, []planfmt.Range{x.rng(0, s.remote, uint64(len(s.mem)))})
+}
+
+// write WRITEs the payload items: Buffers straight, zeros from the zero
+// region, the rest staged (fast) or registered.
+func (x *xfer) write(items []item, fast bool) error {
+	var pooled, zeros []planfmt.Range
+	for _, it := range items {
+		if it.mem == nil {
+			for at := uint64(0); at < it.n; at += zeroBytes {
+				zeros = append(zeros, x.rng(0, it.off+at, min(zeroBytes, it.n-at)))
+			}
+		} else if off, ok := x.c.inArena(it.mem); ok {
+			pooled = append(pooled, x.rng(off, it.off, it.n))
+			x.direct += it.n
+		}
+	}
+	if err := x.single(x.c.zero, zeros); err != nil {
+		return err
+	}
+	if len(pooled) > 0 {
+		if err := x.single(x.c.stage.Region(), pooled); err != nil {
+			return err
+		}
+	}
+	for _, it := range items {
+		if _, ok := x.c.inArena(it.mem); it.mem == nil || ok {
+			continue
+		}
+		var err error
+		if fast {
+			err = x.stage(segment{remote: it.off, mem: it.mem})
+		} else {
+			err = x.register(segment{remote: it.off, mem: it.mem})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return x.flush()
+}
+
+// readSegments READs the segments: into Buffers straight, the rest
+// staged (fast) or into registered memory.
+func (x *xfer) readSegments(segs []segment, fast bool) error {
+	var pooled []planfmt.Range
+	for _, s := range segs {
+		if off, ok := x.c.inArena(s.mem); ok {
+			pooled = append(pooled, x.rng(off, s.remote, uint64(len(s.mem))))
+			x.direct += uint64(len(s.mem))
+		}
+	}
+	if len(pooled) > 0 {
+		if err := x.single(x.c.stage.Region(), pooled); err != nil {
+			return err
+		}
+	}
+	for _, s := range segs {
+		if _, ok := x.c.inArena(s.mem); ok || len(s.mem) == 0 {
+			continue
+		}
+		var err error
+		if fast {
+			err = x.stage(s)
+		} else {
+			err = x.register(s)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return x.flush()
+}
+
+// stage adds a segment to the staged chunks: for a WRITE its bytes are
+// copied into the lease, for a READ the lease bytes are copied to it once
+// the chunk is done. Full chunks are submitted.
+func (x *xfer) stage(s segment) error {
+	for len(s.mem) > 0 {
+		if x.cur == nil {
+			sl, err := x.take()
+			if err != nil {
+				return err
+			}
+			x.cur = sl
+		}
+		sl := x.cur
+		buf := sl.lease.Bytes()
+		n := min(uint64(len(buf))-sl.n, uint64(len(s.mem)))
+		if x.dir == verbs.OpWrite {
+			copy(buf[sl.n:], s.mem[:n])
+		} else {
+			sl.outs = append(sl.outs, segment{remote: sl.n, mem: s.mem[:n]})
+		}
+		sl.plan.Ranges = append(sl.plan.Ranges, x.rng(sl.n, s.remote, n))
+		sl.n += n
+		x.staged += n
+		x.stagedLeft -= n
+		s.remote += n
+		s.mem = s.mem[n:]
+		if sl.n == uint64(len(buf)) {
+			if err := x.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// take returns an empty lease for the next chunk: an idle one, a new one
+// while fewer than InFlight are held and the pool has one free, else the
+// oldest chunk's once it is done.
+func (x *xfer) take() (*chunkSlot, error) {
+	pool := x.c.stage.Pool()
+	for {
+		if n := len(x.free); n > 0 {
+			s := x.free[n-1]
+			x.free = x.free[:n-1]
+			return s, nil
+		}
+		if x.leases < x.c.cfg.InFlight {
+			size := int(min(x.c.chunk, x.stagedLeft))
+			var l bufferpool.Lease
+			var err error
+			if x.leases == 0 {
+				l, err = pool.AcquireTimeout(size, x.c.cfg.StagingWait)
+			} else {
+				l, err = pool.TryAcquire(size)
+			}
+			if err == nil {
+				x.adopt(l)
+				continue
+			}
+			if !errors.Is(err, bufferpool.ErrExhausted) || len(x.queue) == 0 {
+				return nil, fmt.Errorf("staging lease: %w", err)
+			}
+		}
+		if err := x.retire(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// flush submits the chunk being filled, if any.
+func (x *xfer) flush() error {
+	sl := x.cur
+	if sl == nil || sl.n == 0 {
+		return nil
+	}
+	x.cur = nil
+	op, err := x.submit(x.c.stage.Region(), uint64(sl.lease.Offset()), sl.n, &sl.plan)
+	if err != nil {
+		x.reset(sl)
+		return err
+	}
+	sl.op = op
+	x.queue = append(x.queue, sl)
+	x.chunks++
+	if x.c.hookChunk != nil {
+		x.c.hookChunk(x.chunks)
+	}
+	return nil
+}
+
+// note records an operation's result.
+func (x *xfer) note(res verbs.Result) {
+	if res.Mode == verbs.ModeGather || res.Mode == verbs.ModeHybrid {
+		x.gathered = true
+		x.gatheredOps++
+	}
+}
+
+// retire waits for the oldest chunk in flight, copies a READ chunk out,
+// and makes its lease idle.
+func (x *xfer) retire() error {
+	sl := x.queue[0]
+	x.queue = slices.Delete(x.queue, 0, 1)
+	// The operation ends with x.ctx; wait for it even when that has ended,
+	// so the lease is never reused under a transfer.
+	res, err := sl.op.Wait(context.Background())
+	sl.op = nil
+	if err == nil {
+		x.note(res)
+		if x.dir == verbs.OpRead {
+			buf := sl.lease.Bytes()
+			for _, o := range sl.outs {
+				copy(o.mem, buf[o.remote:])
+			}
+		}
+	}
+	x.reset(sl)
+	return err
+}
+
+// reset makes a lease idle.
+func (x *xfer) reset(sl *chunkSlot) {
+	sl.n = 0
+	sl.plan.Ranges = sl.plan.Ranges[:0]
+	clear(sl.outs)
+	sl.outs = sl.outs[:0]
+	x.free = append(x.free, sl)
+}
+
+// finish waits for every operation, releases the leases and
+// registrations, and returns err or the first failure.
+func (x *xfer) finish(err error) error {
+	if err == nil {
+		err = x.flush()
+	}
+	for len(x.queue) > 0 {
+		if e := x.retire(); err == nil {
+			err = e
+		}
+	}
+	for _, so := range x.singles {
+		res, e := so.op.Wait(context.Background())
+		if e == nil {
+			x.note(res)
+		} else if err == nil {
+			err = e
+		}
+	}
+	x.singles = nil
+	for _, sl := range x.all {
+		if e := sl.lease.Release(); e != nil && err == nil {
+			err = e
+		}
+	}
+	x.all, x.free, x.cur = nil, nil, nil
+	for _, r := range x.regs {
+		if e := x.c.cfg.Transport.Deregister(r); e != nil && err == nil && !errors.Is(e, verbs.ErrClosed) {
+			err = fmt.Errorf("deregister: %w", e)
+		}
+	}
+	return err
+}
