@@ -282,6 +282,18 @@ func Goals(passes []PassResult) []Goal {
 				ratioGoal(t, name+": adaptive staging peak / staging budget (never the tensor)",
 					ratio(val(a, func(l *Line) float64 { return float64(l.StagingPeakBytes) }), val(a, func(l *Line) float64 { return float64(l.StagingBoundBytes) })), 1, false))
 		}
+		if byName["structobj-put"] != nil {
+			g := func(m string) float64 { return val(get("structobj-put", m), goodput) }
+			out = append(out,
+				ratioGoal(t, "structobj-put: multi-buffer (64) / single-buffer PUT", ratio(g("multi"), g("single")), 0.9, true),
+				ratioGoal(t, "structobj-put: fast path / fallback", ratio(g("multi"), g("fallback")), 1.0, true))
+		}
+		if byName["structobj-get"] != nil {
+			g := func(m string) float64 { return val(get("structobj-get", m), goodput) }
+			out = append(out,
+				ratioGoal(t, "structobj-get: fast path / fallback (whole)", ratio(g("whole"), g("fallback")), 1.0, true),
+				ratioGoal(t, "structobj-get: fast path / fallback (selective)", ratio(g("selective"), g("selective-fallback")), 1.0, true))
+		}
 		for i := range p.Workloads {
 			wr := &p.Workloads[i]
 			a := wr.line("adaptive")

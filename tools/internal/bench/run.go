@@ -110,16 +110,18 @@ func (r *Runner) Run(ctx context.Context) ([]PassResult, error) {
 func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr PassResult) {
 	pr = PassResult{Transport: p.Transport, Owner: r.cfg.Owner, LoadBefore: loadAverage()}
 	defer func() { pr.LoadAfter = loadAverage() }()
-	// Engram and reshard workloads bring their own tables, owners and
-	// ranks; they run after the scatter workloads, which share the pass's
-	// owner.
-	var scatter, engramW, reshardW []Workload
+	// Engram, reshard and structobj workloads bring their own tables,
+	// owners and ranks; they run after the scatter workloads, which share
+	// the pass's owner.
+	var scatter, engramW, reshardW, structW []Workload
 	for _, w := range p.Workloads {
 		switch {
 		case w.Engram != "":
 			engramW = append(engramW, w)
 		case w.Reshard != "":
 			reshardW = append(reshardW, w)
+		case w.StructObj != "":
+			structW = append(structW, w)
 		default:
 			scatter = append(scatter, w)
 		}
@@ -143,6 +145,14 @@ func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr Pass
 	}
 	for i := range reshardW {
 		wr, err := r.runReshard(ctx, p.Transport, &reshardW[i])
+		r.record(&pr, wr)
+		if err != nil {
+			pr.Err = err
+			return pr
+		}
+	}
+	for i := range structW {
+		wr, err := r.runStructObj(ctx, p.Transport, &structW[i])
 		r.record(&pr, wr)
 		if err != nil {
 			pr.Err = err

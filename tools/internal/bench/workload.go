@@ -62,6 +62,11 @@ type Workload struct {
 	// workload (reshard.go): its layouts, not Small and Large, set the
 	// geometry; Small and Large describe it for the table.
 	Reshard string
+	// StructObj, when set (StructObjPut or StructObjGet), makes this a
+	// Structured Object workload (structobj.go): Small.Count bytes members
+	// of Small.Size bytes, PUT or GET in several variants (the lines'
+	// modes) by clients in this process.
+	StructObj string
 	// MinReps raises -reps for latency-sized workloads, whose repetitions
 	// are cheap: a p95 over 20 samples is the second-largest sample.
 	MinReps int
@@ -99,17 +104,23 @@ var Named = []Workload{
 		Doc: "a 64 MiB KV cache [16384 tokens, 16 heads, 128 dim] x 2 B from TP8 paged by 16 tokens to TP2 paged by 64 (random page tables), pulled by the destination ranks (reshard/mesh, every rank in this process)"},
 	{Name: "reshard-mixed", Dir: verbs.OpRead, Small: Frags{256, 65536}, Large: Frags{2 << 20, 24}, Src: Random, Dst: Contiguous, Reshard: ReshardMixed,
 		Doc: "a 64 MiB [8 layers, 512, 64, 256 B] tensor from 2 pipeline stages to 2 ranks holding layers 0-5 densely and layers 6-7 block-major: large contiguous regions and 256 B fragments in the same pairs"},
+	{Name: "structobj-put", Dir: verbs.OpWrite, Small: Frags{64 << 10, 64}, Src: Random, Dst: Contiguous, StructObj: StructObjPut,
+		Doc: "PUT of a 4 MiB object of 64 members: 64 caller buffers (multi), one buffer (single), concatenated first (concat), pool-backed buffers (buffers), and a client without a pool (fallback)"},
+	{Name: "structobj-get", Dir: verbs.OpRead, Small: Frags{64 << 10, 64}, Src: Random, Dst: Contiguous, StructObj: StructObjGet,
+		Doc: "GET of the same object: whole (into caller memory, into a pool-backed buffer), selective (one member in 8), and both through a client without a pool (fallback)"},
 }
 
 // Groups are workload names that stand for several named workloads.
 var Groups = map[string][]string{
 	"engram-remote": {"engram-remote-t1", "engram-remote-t4", "engram-remote-t16"},
 	"reshard":       {"reshard-kv", "reshard-mixed"},
+	"structobj":     {"structobj-put", "structobj-get"},
 }
 
 // DefaultWorkloads run when -workloads is not given.
 var DefaultWorkloads = []string{"many-small", "few-large", "mixed", "single-read", "engram-cpu",
-	"engram-remote-t1", "engram-remote-t4", "engram-remote-t16", "reshard-kv", "reshard-mixed"}
+	"engram-remote-t1", "engram-remote-t4", "engram-remote-t16", "reshard-kv", "reshard-mixed",
+	"structobj-put", "structobj-get"}
 
 // Matrix geometry: the RFC's validation matrix, within MatrixCap bytes of
 // payload per workload.
