@@ -17,9 +17,10 @@
 // mixed (32,768 x 264 B + 64 x 512 KiB) and single-read (one 264 B row), in
 // the modes direct, gather and adaptive, 20 timed repetitions after 3
 // warmups; then the Engram lookups (engram-cpu, engram-remote-t1/t4/t16,
-// owners in this process) and the reshards (reshard-kv, reshard-mixed:
-// every rank of both layouts in this process); then many-small again over
-// shm. It takes about 30 s on the 2-core development machine.
+// owners in this process), the reshards (reshard-kv, reshard-mixed: every
+// rank of both layouts in this process) and the Structured Object A/B
+// workloads (structobj-put, structobj-get); then many-small again over
+// shm. It takes about 35 s on the 2-core development machine.
 //
 // Goodput is in Gbit/s (1e9 bits per second): payload bytes x 8 over the
 // p50 of the full API time; window goodput uses the median bulk window.
@@ -36,7 +37,8 @@
 //	-mode LIST             direct, gather, adaptive, hybrid, all (default all = the first three)
 //	-workloads LIST        many-small, many-small-131k, few-large, mixed, single-read,
 //	                       engram-cpu, engram-remote (-t1, -t4, -t16), reshard
-//	                       (reshard-kv, reshard-mixed),
+//	                       (reshard-kv, reshard-mixed), structobj (structobj-put,
+//	                       structobj-get),
 //	                       all (every named workload), matrix (the RFC matrix: 192 entries within
 //	                       32 MiB of payload each, READ and WRITE; about 30 s per
 //	                       repetition over tcp here, so try -reps 3 -warmup 1), default

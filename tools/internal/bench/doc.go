@@ -29,7 +29,11 @@
 // the same fields: plan_ms is NewPlan plus the lowering inside
 // reshard.Start, staging_peak_bytes sums the pairs' peaks of one
 // repetition, staging_bound_bytes is the source ranks' staging pools
-// together.
+// together. Structured Object workloads (structobj.go) run an owner and
+// two clients (pooled, and without a pool) in this process; their lines'
+// modes are variants of one operation (multi, single, concat, buffers,
+// fallback for PUT; whole, whole-buffer, selective and their fallbacks
+// for GET) and chosen is the client's path (pool, inline, registered).
 //
 // # Repetitions
 //
@@ -88,7 +92,9 @@
 // window and end-to-end ratios to the ceilings; few-large, mixed and
 // single-read ratios; for reshard-kv and reshard-mixed, adaptive against
 // the better of forced direct and gather, and the staging peak against the
-// staging bound; p95/p50, plan/p50 and decode/p50 for every adaptive
+// staging bound; for structobj-put the 64-buffer PUT against one buffer
+// and the fast path against the fallback, for structobj-get the fast path
+// against the fallback, whole and selective; p95/p50, plan/p50 and decode/p50 for every adaptive
 // workload; staging within P x C; no leaked lease; no failed operation).
 // A missed goal is reported, never hidden, and does not change the exit
 // status: the development machine is shared and noisy.

@@ -304,3 +304,33 @@ func TestReshardWorkloads(t *testing.T) {
 	var ve *VerifyError
 	require.ErrorAs(t, err, &ve)
 }
+
+// TestStructObjWorkloads runs the structobj workloads once over tcp:
+// every variant verified, no errors, the fallback client on a fallback
+// path and the pooled variants on the pool.
+func TestStructObjWorkloads(t *testing.T) {
+	var ws []Workload
+	for _, w := range Named {
+		if w.StructObj != "" {
+			ws = append(ws, w)
+		}
+	}
+	require.Len(t, ws, 2)
+	c := tinyConfig(t, "tcp", OwnerInproc, ws...)
+	c.Reps, c.Warmup = 1, 0
+	passes, _, err := run(t, c)
+	require.NoError(t, err)
+	require.Len(t, passes[0].Workloads, 2)
+	for _, wr := range passes[0].Workloads {
+		require.Equal(t, len(wr.Lines), wr.Verified, wr.Workload.Name)
+		for _, l := range wr.Lines {
+			require.Zero(t, l.Errors, "%s/%s", l.Workload, l.Mode)
+			require.Equal(t, 1, l.Reps)
+			if strings.Contains(l.Mode, "fallback") {
+				require.NotEqual(t, "pool", l.Chosen, "%s/%s", l.Workload, l.Mode)
+			} else {
+				require.Equal(t, "pool", l.Chosen, "%s/%s", l.Workload, l.Mode)
+			}
+		}
+	}
+}
