@@ -23,9 +23,14 @@ import (
 // newObjClient makes a Client on a fresh transport of b, with an engine of
 // fixed calibration unless cfg.Engine is set and testLink unless cfg.Link
 // is. The client is closed at cleanup, and must close cleanly (no leaked
-// Buffers or leases).
+// Buffers or leases). SmallBytes 0 means -1 here: the tests' small
+// objects exercise the pool paths (TestClientSmallInline covers the
+// default).
 func newObjClient(t testing.TB, b backend, cfg ClientConfig) *Client {
 	t.Helper()
+	if cfg.SmallBytes == 0 {
+		cfg.SmallBytes = -1
+	}
 	tr := b.new()
 	t.Cleanup(func() { require.NoError(t, tr.Close()) })
 	cfg.Transport = tr
@@ -1215,6 +1220,42 @@ func BenchmarkGet(b *testing.B) {
 			reportPaired(b, times, names, [][2]string{{"selective", "whole"}, {"whole-fallback", "whole"},
 				{"selective-fallback", "selective"}, {"whole-buffer", "whole"}})
 			b.Logf("selective reads %d of %d bytes", partBytes, obj.Manifest.PayloadBytes)
+		})
+	}
+}
+
+// TestClientSmallInline: a pooled client with the default SmallBytes moves
+// small whole objects inline (one round trip) and large ones through the
+// pool, with the same bytes either way.
+func TestClientSmallInline(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			r := newRand(t)
+			o := newTestOwner(t, b, OwnerConfig{ArenaBytes: 4 << 20})
+			c := newObjClient(t, b, ClientConfig{PoolBytes: 4 << 20, SmallBytes: DefaultSmallBytes})
+			ctx := testContext(t)
+			for _, n := range []int{1000, DefaultSmallBytes / 2, 2 * DefaultSmallBytes} {
+				data := fillPattern(make([]byte, n), r.Uint64())
+				var bld Builder
+				obj, err := bld.Bytes("b", data).Build()
+				require.NoError(t, err)
+				before := c.Stats()
+				_, err = c.Put(ctx, o.Addr(), "k", obj)
+				require.NoError(t, err)
+				got := make([]byte, obj.Manifest.PayloadBytes)
+				_, info, err := c.Get(ctx, o.Addr(), "k", nil, [][]byte{got})
+				require.NoError(t, err)
+				require.Equal(t, data, got[:n])
+				after := c.Stats()
+				small := n <= DefaultSmallBytes/2
+				require.Equal(t, small, after.Puts.Inline == before.Puts.Inline+1, "PUT of %d bytes", n)
+				require.Equal(t, !small, after.Puts.Pool == before.Puts.Pool+1, "PUT of %d bytes", n)
+				want := PathPool
+				if small {
+					want = PathInline
+				}
+				require.Equal(t, want, info.Path, "GET of %d bytes", n)
+			}
 		})
 	}
 }
