@@ -1,13 +1,11 @@
 package reshard
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,16 +173,17 @@ type Result struct {
 
 // Run is a reshard in flight: the scatter operations of the pairs that
 // one Start submitted. Wait must be called: it waits for the operations
-// and releases the run's context. Calling it again (from any goroutine)
-// returns the same result.
+// and releases the run's context and its lowered plans (whose storage
+// later runs reuse). Calling it again (from any goroutine) returns the
+// same result.
 type Run struct {
 	dir    Dir
 	t0     time.Time
 	cancel context.CancelFunc
 	pairs  []execPair
-	plans  []planfmt.Plan  // the lowered plans: read by the engine until completion
-	ranges []planfmt.Range // backing store of the plans' ranges
-	spans  []uint64        // Result.SpanBytes storage, one per pair
+	plans  []planfmt.Plan     // the lowered plans: read by the engine until completion
+	ranges []*[]planfmt.Range // backing store of each plan's ranges, from rangesPool
+	spans  []uint64           // Result.SpanBytes storage, one per pair
 	bytes  int64
 
 	lower, submit time.Duration
@@ -241,8 +240,12 @@ func (p *Plan) Running(rank int, dir Dir) []int {
 // by destination), so fragments are radix-sorted only when regions
 // interleave. Destination order gives the engine long destination runs,
 // which gather needs, and spares it the sort its overlap check would
-// otherwise make. Runs of many fragments are lowered by several
-// goroutines, a pair each. A pair that carries no bytes is not submitted.
+// otherwise make. The regions that NewPlan makes are read in place, and
+// inside a region the order is checked once per run of its innermost
+// loop, not per fragment. Runs of many fragments (32768 or more, as the
+// plan counts them) are measured and lowered by up to GOMAXPROCS
+// goroutines, a pair at a time each. A pair that carries no bytes is not
+// submitted.
 //
 // For Pull the operation READs (verbs.OpRead) from the source rank's
 // region (the Link's Remote at RemoteBase + source lo) into the
@@ -264,7 +267,8 @@ func (p *Plan) Running(rank int, dir Dir) []int {
 // and Wait returns their errors. If the engine rejects one operation, the
 // ones submitted before it are cancelled and waited for, and Start
 // returns the rejection (PhaseSubmit) with no Run. The lowered plans live
-// in the Run until Wait has seen every operation complete.
+// in the Run until Wait has seen every operation complete; their storage
+// then goes back to a pool that later Starts lower into.
 func Start(ctx context.Context, e *verbs.Engine, p *Plan, dir Dir, local []int, links LinkFunc, opt Options) (*Run, error) {
 	t0 := time.Now()
 	if err := checkStart(e, p, dir, links, opt); err != nil {
@@ -288,34 +292,26 @@ func Start(ctx context.Context, e *verbs.Engine, p *Plan, dir Dir, local []int, 
 		runs[r] = true
 	}
 
-	// Measure the pairs this run owns: windows, fragments, bytes.
-	var pairs []execPair
-	var total int64
+	// Measure and lower the pairs this run owns (on several goroutines
+	// when they hold many fragments). Failures are reported in the order
+	// of the steps: the first pair in order that fails its checks or
+	// takes the run past maxRunFragments, then links, then lowering.
+	var own []int
+	var work int64
 	for i := range p.Pairs {
 		pr := &p.Pairs[i]
-		r := dir.runner(pr)
-		if r < 0 || r >= len(runs) || !runs[r] {
-			continue
+		if r := dir.runner(pr); r >= 0 && r < len(runs) && runs[r] {
+			own = append(own, i)
+			work += max(pr.Fragments, int64(len(pr.Regions))) // only to decide on goroutines
 		}
-		x := execPair{index: i, src: pr.Src, dst: pr.Dst}
-		fail := func(err error) error {
-			return &PairError{Src: pr.Src, Dst: pr.Dst, Dir: dir, Phase: PhaseCheck, Err: err}
-		}
-		if o := peerOf(pr, dir); o < 0 || o >= len(peer.Ranks) {
-			return nil, fail(&LayoutError{Kind: ErrLayout, Rank: o, Piece: -1,
-				Reason: fmt.Sprintf("not a rank of the plan's %s layout (%d ranks)", sideName(dir, false), len(peer.Ranks))})
-		}
-		if err := measurePair(pr, &x, maxFrags); err != nil {
-			return nil, fail(err)
-		}
-		if x.frags == 0 {
-			continue // nothing to move
-		}
-		if total += x.frags; total > maxRunFragments || total < 0 {
-			return nil, &LimitError{Limit: "fragments of the run", Value: total, Max: maxRunFragments}
-		}
-		pairs = append(pairs, x)
 	}
+	r := &Run{dir: dir, t0: t0}
+	lowerErrs, err := r.keep(r.prepare(p, own, len(peer.Ranks), maxFrags, work))
+	if err != nil {
+		r.release()
+		return nil, err
+	}
+	pairs := r.pairs
 
 	// Links, and the windows against their regions.
 	var linkTime time.Duration
@@ -332,24 +328,25 @@ func Start(ctx context.Context, e *verbs.Engine, p *Plan, dir Dir, local []int, 
 			err = checkLink(&l, dir)
 		}
 		if err != nil {
+			r.release()
 			return nil, &PairError{Src: x.src, Dst: x.dst, Dir: dir, Phase: PhaseLink, Err: err}
 		}
 		x.link = l
 		if err := x.setOffsets(dir); err != nil {
+			r.release()
 			return nil, &PairError{Src: x.src, Dst: x.dst, Dir: dir, Phase: PhaseCheck, Err: err}
 		}
 	}
-
-	// Lower every pair before submitting any, so a bad pair (overlapping
-	// destinations) submits nothing.
-	r := &Run{dir: dir, t0: t0, pairs: pairs,
-		plans:  make([]planfmt.Plan, len(pairs)),
-		ranges: make([]planfmt.Range, total),
-		spans:  make([]uint64, len(pairs)),
+	// Every pair is lowered before any is submitted, so a bad pair
+	// (overlapping destinations) submits nothing.
+	for k, err := range lowerErrs {
+		if err != nil {
+			x := &pairs[k]
+			r.release()
+			return nil, &PairError{Src: x.src, Dst: x.dst, Dir: dir, Phase: PhaseCheck, Err: err}
+		}
 	}
-	if err := r.lowerAll(p, total); err != nil {
-		return nil, err
-	}
+	r.spans = make([]uint64, len(pairs))
 	for k := range pairs {
 		x := &pairs[k]
 		x.op.Plan = &r.plans[k]
@@ -358,6 +355,7 @@ func Start(ctx context.Context, e *verbs.Engine, p *Plan, dir Dir, local []int, 
 		r.bytes += x.bytes
 	}
 	if err := ctx.Err(); err != nil {
+		r.release()
 		return nil, fmt.Errorf("reshard: start: %w", err)
 	}
 	st := time.Now()
@@ -375,6 +373,7 @@ func Start(ctx context.Context, e *verbs.Engine, p *Plan, dir Dir, local []int, 
 				_, _ = pairs[j].oper.Wait(context.Background())
 				pairs[j].oper = nil
 			}
+			r.release()
 			return nil, &PairError{Src: x.src, Dst: x.dst, Dir: dir, Phase: PhaseSubmit, Err: err}
 		}
 		x.oper = oper
@@ -387,57 +386,148 @@ func Start(ctx context.Context, e *verbs.Engine, p *Plan, dir Dir, local []int, 
 // lowered ranges are held at once (24 bytes each), far beyond memory.
 const maxRunFragments = 1 << 40
 
-// parallelLowerMin is the fewest fragments, all pairs together, that are
-// lowered by several goroutines (one pair at a time each).
-const parallelLowerMin = 1 << 16
+// parallelLowerMin is the least work (fragments, all pairs together,
+// as the plan counts them) that Start measures and lowers on several
+// goroutines, a pair at a time each: on a 2-core virtual machine, where
+// a helper goroutine starts 0.1 to 0.3 ms late, a KV cache reshard
+// breaks even at about 32768 fragments (0.22 ms sequentially) and takes
+// 0.6 to 0.7 times as long at 131072.
+const parallelLowerMin = 1 << 15
 
-// lowerAll lowers every pair of r into its plan, with its ranges in
-// r.ranges (total fragments before coalescing). Large runs are lowered by
-// up to GOMAXPROCS goroutines, a pair each; the error reported is the
-// first in pair order.
-func (r *Run) lowerAll(p *Plan, total int64) error {
-	offs := make([]int64, len(r.pairs)+1)
-	for k := range r.pairs {
-		offs[k+1] = offs[k] + r.pairs[k].frags
+// runParallel calls f(k) for every k in [0, n), in order, until f
+// returns false, on up to workers goroutines, each taking the next k.
+// The calling goroutine is one of them and starts at once, so that a
+// helper that starts late (an idle processor takes a while to wake)
+// finds less left to do, never more time to wait. Once f has returned
+// false, the k not yet taken are skipped: every k below the first that
+// failed is done.
+func runParallel(n, workers int, f func(k int) bool) {
+	var next atomic.Int64
+	var failed atomic.Bool
+	work := func() {
+		for k := int(next.Add(1) - 1); k < n && !failed.Load(); k = int(next.Add(1) - 1) {
+			if !f(k) {
+				failed.Store(true)
+			}
+		}
 	}
-	lower := func(k int, sc *lowerScratch) error {
+	var wg sync.WaitGroup
+	for range min(workers, n) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// rangesPool holds the range storage of pairs whose operations have all
+// completed (*[]planfmt.Range), for later runs: lowering then writes into
+// memory that is already there instead of a fresh, zeroed allocation.
+var rangesPool sync.Pool
+
+// getRanges returns storage for n ranges, from rangesPool when it holds
+// enough.
+func getRanges(n int64) *[]planfmt.Range {
+	if b, ok := rangesPool.Get().(*[]planfmt.Range); ok && int64(cap(*b)) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]planfmt.Range, n)
+	return &b
+}
+
+// release hands the run's range storage back to rangesPool; no operation
+// of the run may be in flight, and its plans are dropped.
+func (r *Run) release() {
+	for _, b := range r.ranges {
+		if b != nil {
+			rangesPool.Put(b)
+		}
+	}
+	r.plans, r.ranges = nil, nil
+}
+
+// keep reports, in pair order, the first pair that failed its checks (a
+// *PairError at PhaseCheck) or took the run past maxRunFragments (a
+// *LimitError), of what prepare returned; otherwise it keeps the pairs
+// that carry fragments, and returns their lowering errors.
+func (r *Run) keep(checkErrs, lowerErrs []error) ([]error, error) {
+	var total int64
+	kept := 0
+	for k := range r.pairs {
 		x := &r.pairs[k]
-		rs, err := lowerPair(&p.Pairs[x.index], x, r.ranges[offs[k]:offs[k]:offs[k+1]], sc)
+		if err := checkErrs[k]; err != nil {
+			return nil, &PairError{Src: x.src, Dst: x.dst, Dir: r.dir, Phase: PhaseCheck, Err: err}
+		}
+		if x.frags == 0 {
+			continue // nothing to move
+		}
+		if total += x.frags; total > maxRunFragments || total < 0 {
+			return nil, &LimitError{Limit: "fragments of the run", Value: total, Max: maxRunFragments}
+		}
+		if k > kept {
+			r.pairs[kept], r.plans[kept], r.ranges[kept], lowerErrs[kept] = r.pairs[k], r.plans[k], r.ranges[k], lowerErrs[k]
+			r.ranges[k] = nil // held once, so that release returns it once
+		}
+		kept++
+	}
+	r.pairs, r.plans, r.ranges = r.pairs[:kept], r.plans[:kept], r.ranges[:kept]
+	return lowerErrs[:kept], nil
+}
+
+// prepare measures and lowers pairs own of p (indices into p.Pairs) into
+// r.pairs, r.plans and r.ranges, in the same order, for a run whose
+// peers' layout has peers ranks: checkErrs[k] is pair k's failure to
+// check (a peer that is no rank, measurePair's error), lowerErrs[k] its
+// lowering's. With work of parallelLowerMin or more, up to GOMAXPROCS
+// goroutines take a pair at a time each, which they measure and lower
+// while its regions are in cache. Once a pair fails its checks or the
+// pairs measured take more than maxRunFragments, the pairs not yet taken
+// are skipped (left zero, unchecked); every pair before the first such
+// failure is done, so reading the results in order finds the failure
+// that checking pair after pair would. Pairs without fragments, and pairs
+// that would take the run past maxRunFragments, are not lowered.
+func (r *Run) prepare(p *Plan, own []int, peers int, maxFrags, work int64) (checkErrs, lowerErrs []error) {
+	r.pairs = make([]execPair, len(own))
+	r.plans = make([]planfmt.Plan, len(own))
+	r.ranges = make([]*[]planfmt.Range, len(own))
+	checkErrs, lowerErrs = make([]error, len(own)), make([]error, len(own))
+	workers := 1
+	if work >= parallelLowerMin {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var claimed atomic.Int64
+	runParallel(len(own), workers, func(k int) bool {
+		pr := &p.Pairs[own[k]]
+		x := &r.pairs[k]
+		*x = execPair{index: own[k], src: pr.Src, dst: pr.Dst}
+		if o := peerOf(pr, r.dir); o < 0 || o >= peers {
+			checkErrs[k] = &LayoutError{Kind: ErrLayout, Rank: o, Piece: -1,
+				Reason: fmt.Sprintf("not a rank of the plan's %s layout (%d ranks)", sideName(r.dir, false), peers)}
+			return false
+		}
+		if checkErrs[k] = measurePair(pr, x, maxFrags); checkErrs[k] != nil {
+			return false
+		}
+		if x.frags == 0 {
+			return true
+		}
+		if c := claimed.Add(x.frags); c > maxRunFragments || c < 0 {
+			return false // the pairs in order pass maxRunFragments
+		}
+		b := getRanges(x.frags)
+		r.ranges[k] = b
+		sc := lowerScratchPool.Get().(*lowerScratch)
+		rs, err := lowerPair(pr, x, (*b)[:0], sc)
+		lowerScratchPool.Put(sc)
 		if err != nil {
-			return &PairError{Src: x.src, Dst: x.dst, Dir: r.dir, Phase: PhaseCheck, Err: err}
+			lowerErrs[k] = err
+			return true // a pair after it may fail its checks, which comes first
 		}
 		r.plans[k] = planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(x.srcHi - x.srcLo),
 			DstExtent: uint64(x.dstHi - x.dstLo), Ranges: rs}
-		return nil
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(r.pairs))
-	if total < parallelLowerMin || workers < 2 {
-		var sc lowerScratch
-		for k := range r.pairs {
-			if err := lower(k, &sc); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	errs := make([]error, len(r.pairs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			var sc lowerScratch
-			for k := int(next.Add(1) - 1); k < len(r.pairs); k = int(next.Add(1) - 1) {
-				errs[k] = lower(k, &sc)
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return true
+	})
+	return checkErrs, lowerErrs
 }
 
 // checkStart checks Start's arguments other than the ranks and pairs.
@@ -478,34 +568,11 @@ func peerOf(pr *Pair, dir Dir) int {
 	return pr.Src
 }
 
-// execArith is int64 arithmetic that records overflow instead of
-// wrapping; once bad, results are meaningless and the caller fails.
-type execArith struct{ bad bool }
-
-func (o *execArith) add(a, b int64) int64 {
-	c := a + b
-	if (c > a) != (b > 0) {
-		o.bad = true
-	}
-	return c
-}
-
-func (o *execArith) mul(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	c := a * b
-	if c/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
-		o.bad = true
-	}
-	return c
-}
-
 // measurePair checks the shape of pr's regions and computes, without
 // visiting fragments, the windows they span on both sides, their
 // fragments and their bytes into x.
 func measurePair(pr *Pair, x *execPair, maxFrags int64) error {
-	var o execArith
+	var o planArith
 	x.srcLo, x.dstLo = math.MaxInt64, math.MaxInt64
 	x.srcHi, x.dstHi = math.MinInt64, math.MinInt64
 	bad := func(i int, reason string) error {
@@ -627,19 +694,50 @@ func windowError(side string, rank int, lo, hi int64, base uint64, which string,
 		Reason: fmt.Sprintf("%s bytes [%d, %d) at base %d pass the end of the %s region (%d bytes)", side, lo, hi, base, which, size)}
 }
 
-// lowerScratch is the reusable storage of lowering the pairs of one
-// Start.
+// lowerScratch is the reusable storage of lowering pairs: pointer-free,
+// so that growing and sorting it costs no write barriers. Lowering
+// borrows one from lowerScratchPool per goroutine.
 type lowerScratch struct {
-	regs  []lowerRegion
-	loops []int64         // the loops of the canonical region copies
-	tmp   []planfmt.Range // the radix sort's second buffer
+	keys, keys2 []lowerKey      // the pair's non-empty regions, and the radix sort's second buffer
+	canon       []lowerCanon    // canonical copies of regions not in canonical form already
+	loops       []int64         // their loops
+	idx         []int64         // the odometer of a region's outer loops
+	tmp         []planfmt.Range // the radix sort's second buffer of ranges
 }
 
-// lowerRegion is a non-empty region in canonical form and the
-// destination bytes [dlo, dhi) it spans.
-type lowerRegion struct {
-	reg      Region
-	dlo, dhi int64
+var lowerScratchPool = sync.Pool{New: func() any { return new(lowerScratch) }}
+
+// lowerKey is a non-empty region of a pair, in canonical form, and its
+// lowest destination byte dlo: pr.Regions[i] for i >= 0 (which is in
+// canonical form as it is, as the planner's regions are), the copy
+// sc.canon[^i] otherwise.
+type lowerKey struct {
+	dlo int64
+	i   int
+}
+
+// lowerCanon is a canonical copy of a region whose loops (counts, source
+// strides, destination strides) are lowerScratch.loops[at:][:3*n].
+type lowerCanon struct {
+	srcOff, dstOff, inner int64
+	at, n                 int
+}
+
+// lowerView is a region in canonical form as lowering reads it.
+type lowerView struct {
+	srcOff, dstOff, inner int64
+	counts, ss, ds        []int64
+}
+
+// view is the canonical form of the region that k stands for.
+func (sc *lowerScratch) view(pr *Pair, k lowerKey) lowerView {
+	if k.i >= 0 {
+		r := &pr.Regions[k.i]
+		return lowerView{r.SrcOff, r.DstOff, r.Inner, r.Counts, r.SrcStrides, r.DstStrides}
+	}
+	c := &sc.canon[^k.i]
+	buf := sc.loops[c.at:][:3*c.n]
+	return lowerView{c.srcOff, c.dstOff, c.inner, buf[:c.n], buf[c.n : 2*c.n], buf[2*c.n:]}
 }
 
 // lowerPair expands the fragments of pr into rs (whose capacity holds
@@ -648,53 +746,49 @@ type lowerRegion struct {
 //
 // Order is settled per region where it can be: each region is put in
 // canonical form (loops with a negative destination stride walked from
-// their other end, loops sorted by destination stride, largest first);
-// when every canonical region is a nest (each stride at least the extent
-// of the loops inside it), its fragments ascend in the destination, and
-// when the regions' destination spans are disjoint, visiting them by
-// span start yields every fragment in destination order, at no cost per
-// fragment. Otherwise (regions that interleave, such as two cyclic
-// shares of one block) the ranges are radix-sorted by destination and
-// coalesced again. Either way each fragment is checked against the
-// previous one, so an order that is not ascending is always sorted.
-// Overlapping destinations fail with an ErrOverlap *LayoutError.
+// their other end, loops sorted by destination stride, largest first:
+// the planner's regions are in that form already and are read as they
+// are, others are copied); when every canonical region is a nest (each
+// stride at least the extent of the loops inside it), its fragments
+// ascend in the destination, and when the regions' destination spans are
+// disjoint, visiting them by span start (a radix sort of the regions,
+// none when they come in that order) yields every fragment in destination
+// order. Inside a nest, the fragments of the innermost loop follow each
+// other without a test: only the first fragment of each run of the
+// innermost loop is compared with the previous range, to coalesce with
+// it or to find that the regions interleave. Otherwise (a region that is
+// not a nest, or regions that interleave, such as two cyclic shares of
+// one block) every fragment is compared with the previous range and,
+// when some fragment does not continue upwards, the ranges are
+// radix-sorted by destination and coalesced again. Overlapping
+// destinations fail with an ErrOverlap *LayoutError. The ranges are
+// those of expanding every region fragment by fragment, whichever way
+// they are found.
 func lowerPair(pr *Pair, x *execPair, rs []planfmt.Range, sc *lowerScratch) ([]planfmt.Range, error) {
-	sc.regs, sc.loops = sc.regs[:0], sc.loops[:0]
-	nested := true
+	keys := sc.keys[:0]
+	sc.canon, sc.loops = sc.canon[:0], sc.loops[:0]
+	nested, inOrder := true, true
 	for i := range pr.Regions {
 		reg := &pr.Regions[i]
 		if reg.Inner == 0 || reg.Fragments() == 0 {
 			continue
 		}
-		lr, ok := sc.canonical(reg)
-		nested = nested && ok
-		sc.regs = append(sc.regs, lr)
+		k, nest := sc.key(reg, i)
+		nested = nested && nest
+		inOrder = inOrder && (len(keys) == 0 || keys[len(keys)-1].dlo <= k.dlo)
+		keys = append(keys, k)
 	}
-	if nested {
-		slices.SortStableFunc(sc.regs, func(a, b lowerRegion) int { return cmp.Compare(a.dlo, b.dlo) })
+	sc.keys = keys
+	if nested && !inOrder {
+		sc.keys2 = grown(sc.keys2, len(keys))
+		sortKeys(keys, sc.keys2)
 	}
 
 	sorted := true
 	srcLo, dstLo := x.srcLo, x.dstLo
-	for i := range sc.regs {
-		reg := &sc.regs[i].reg
-		n := uint64(reg.Inner)
-		reg.Each(func(s, d int64) bool {
-			src, dst := uint64(s-srcLo), uint64(d-dstLo)
-			if k := len(rs); k > 0 {
-				last := &rs[k-1]
-				end := last.Dst + last.Len
-				if dst == end && src == last.Src+last.Len {
-					last.Len += n
-					return true
-				}
-				if dst < end {
-					sorted = false
-				}
-			}
-			rs = append(rs, planfmt.Range{Src: src, Dst: dst, Len: n})
-			return true
-		})
+	for _, k := range keys {
+		v := sc.view(pr, k)
+		rs = sc.emit(rs, &v, uint64(v.srcOff-srcLo), uint64(v.dstOff-dstLo), nested, &sorted)
 	}
 	if sorted {
 		return rs, nil
@@ -724,43 +818,176 @@ func lowerPair(pr *Pair, x *execPair, rs []planfmt.Range, sc *lowerScratch) ([]p
 	return rs[:w], nil
 }
 
-// canonical returns a copy of reg (non-empty, measured by measurePair, so
-// no offset below overflows) whose loops walk the destination upwards,
-// largest destination stride first, with its destination span, and
-// whether it is a nest: then its fragments ascend in the destination,
-// disjoint. The copy's loops live in sc.loops.
-func (sc *lowerScratch) canonical(reg *Region) (lowerRegion, bool) {
+// key returns the key of region i, reg (non-empty, measured by
+// measurePair, so no offset below overflows), and whether its canonical
+// form is a nest: then its fragments ascend in the destination,
+// disjoint. A region whose destination strides are non-negative and
+// descending is in canonical form already; any other is copied into sc
+// and put in that form.
+func (sc *lowerScratch) key(reg *Region, i int) (lowerKey, bool) {
+	v := lowerView{reg.SrcOff, reg.DstOff, reg.Inner, reg.Counts, reg.SrcStrides, reg.DstStrides}
+	k := lowerKey{i: i}
+	for l, d := range v.ds {
+		if d < 0 || l > 0 && v.ds[l-1] < d {
+			k.i = ^len(sc.canon)
+			v = sc.canonical(reg)
+			break
+		}
+	}
+	ext, nest := v.inner, true
+	for l := len(v.counts) - 1; l >= 0; l-- {
+		if c := v.counts[l] - 1; c > 0 {
+			nest = nest && v.ds[l] >= ext
+			ext += c * v.ds[l]
+		}
+	}
+	k.dlo = v.dstOff
+	return k, nest
+}
+
+// canonical copies reg into sc.canon and sc.loops in canonical form: its
+// loops walk the destination upwards, largest destination stride first
+// (an insertion sort: stable, few loops).
+func (sc *lowerScratch) canonical(reg *Region) lowerView {
 	n := len(reg.Counts)
 	at := len(sc.loops)
 	sc.loops = append(sc.loops, reg.Counts...)
 	sc.loops = append(sc.loops, reg.SrcStrides...)
 	sc.loops = append(sc.loops, reg.DstStrides...)
 	buf := sc.loops[at:]
-	c := Region{SrcOff: reg.SrcOff, DstOff: reg.DstOff, Inner: reg.Inner,
-		Counts: buf[0:n:n], SrcStrides: buf[n : 2*n : 2*n], DstStrides: buf[2*n : 3*n : 3*n]}
+	c := lowerView{reg.SrcOff, reg.DstOff, reg.Inner, buf[0:n:n], buf[n : 2*n : 2*n], buf[2*n : 3*n : 3*n]}
 	for l := range n {
-		if c.DstStrides[l] < 0 {
-			k := c.Counts[l] - 1
-			c.SrcOff += k * c.SrcStrides[l]
-			c.DstOff += k * c.DstStrides[l]
-			c.SrcStrides[l], c.DstStrides[l] = -c.SrcStrides[l], -c.DstStrides[l]
+		if c.ds[l] < 0 {
+			k := c.counts[l] - 1
+			c.srcOff += k * c.ss[l]
+			c.dstOff += k * c.ds[l]
+			c.ss[l], c.ds[l] = -c.ss[l], -c.ds[l]
 		}
 	}
 	for i := 1; i < n; i++ {
-		for j := i; j > 0 && c.DstStrides[j-1] < c.DstStrides[j]; j-- {
-			c.Counts[j-1], c.Counts[j] = c.Counts[j], c.Counts[j-1]
-			c.SrcStrides[j-1], c.SrcStrides[j] = c.SrcStrides[j], c.SrcStrides[j-1]
-			c.DstStrides[j-1], c.DstStrides[j] = c.DstStrides[j], c.DstStrides[j-1]
+		for j := i; j > 0 && c.ds[j-1] < c.ds[j]; j-- {
+			c.counts[j-1], c.counts[j] = c.counts[j], c.counts[j-1]
+			c.ss[j-1], c.ss[j] = c.ss[j], c.ss[j-1]
+			c.ds[j-1], c.ds[j] = c.ds[j], c.ds[j-1]
 		}
 	}
-	ext, nest := c.Inner, true
-	for l := n - 1; l >= 0; l-- {
-		if k := c.Counts[l] - 1; k > 0 {
-			nest = nest && c.DstStrides[l] >= ext
-			ext += k * c.DstStrides[l]
+	sc.canon = append(sc.canon, lowerCanon{srcOff: c.srcOff, dstOff: c.dstOff, inner: c.inner, at: at, n: n})
+	return c
+}
+
+// emit appends the fragments of v (non-empty, canonical) to rs, the
+// first at src and dst relative to the windows, in loop order, each
+// coalesced with the previous range when it continues it on both sides;
+// it clears *sorted when a fragment starts below the previous range's
+// end. For a nest (nest set), only the first fragment of each run of the
+// innermost loop can do either (a nest's fragments ascend, each past the
+// previous one's end), so the others are appended without a test; and a
+// run that is contiguous on both sides is one fragment.
+func (sc *lowerScratch) emit(rs []planfmt.Range, v *lowerView, src, dst uint64, nest bool, sorted *bool) []planfmt.Range {
+	n := len(v.counts)
+	inner := uint64(v.inner)
+	if n == 0 {
+		return lowerAdd(rs, src, dst, inner, sorted)
+	}
+	// The innermost loop, and the outer ones driven by an odometer;
+	// offsets wrap as uint64, which walks negative source strides.
+	c, ss, ds := v.counts[n-1], uint64(v.ss[n-1]), uint64(v.ds[n-1])
+	outer := n - 1
+	idx := grown(sc.idx, outer)
+	sc.idx = idx
+	clear(idx)
+	for {
+		switch {
+		case !nest:
+			s, d := src, dst
+			for range c {
+				rs = lowerAdd(rs, s, d, inner, sorted)
+				s += ss
+				d += ds
+			}
+		case ss == inner && ds == inner:
+			rs = lowerAdd(rs, src, dst, uint64(c)*inner, sorted)
+		default:
+			rs = lowerAdd(rs, src, dst, inner, sorted)
+			s, d := src, dst
+			for range c - 1 {
+				s += ss
+				d += ds
+				rs = append(rs, planfmt.Range{Src: s, Dst: d, Len: inner})
+			}
+		}
+		l := outer - 1
+		for ; l >= 0; l-- {
+			src += uint64(v.ss[l])
+			dst += uint64(v.ds[l])
+			if idx[l]++; idx[l] < v.counts[l] {
+				break
+			}
+			idx[l] = 0
+			src -= uint64(v.counts[l]) * uint64(v.ss[l])
+			dst -= uint64(v.counts[l]) * uint64(v.ds[l])
+		}
+		if l < 0 {
+			return rs
 		}
 	}
-	return lowerRegion{reg: c, dlo: c.DstOff, dhi: c.DstOff + ext}, nest
+}
+
+// lowerAdd appends the fragment of n bytes at src and dst to rs, or
+// extends the last range when the fragment continues it on both sides;
+// it clears *sorted when the fragment starts below the last range's end.
+func lowerAdd(rs []planfmt.Range, src, dst, n uint64, sorted *bool) []planfmt.Range {
+	if k := len(rs); k > 0 {
+		last := &rs[k-1]
+		end := last.Dst + last.Len
+		if dst == end && src == last.Src+last.Len {
+			last.Len += n
+			return rs
+		}
+		if dst < end {
+			*sorted = false
+		}
+	}
+	return append(rs, planfmt.Range{Src: src, Dst: dst, Len: n})
+}
+
+// sortKeys sorts a by dlo, stably, with a least-significant-digit radix
+// sort over the bytes in which the keys' starts differ, using tmp (same
+// length) as the second buffer.
+func sortKeys(a, tmp []lowerKey) {
+	if len(a) < 2 {
+		return
+	}
+	or, and := uint64(0), ^uint64(0)
+	for _, k := range a {
+		or, and = or|uint64(k.dlo), and&uint64(k.dlo)
+	}
+	diff := or ^ and
+	src, dst := a, tmp
+	var count [256]int
+	for shift := 0; shift < 64; shift += 8 {
+		if (diff>>shift)&0xff == 0 {
+			continue
+		}
+		clear(count[:])
+		for _, k := range src {
+			count[byte(uint64(k.dlo)>>shift)]++
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, k := range src {
+			b := byte(uint64(k.dlo) >> shift)
+			dst[count[b]] = k
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &a[0] {
+		copy(a, src)
+	}
 }
 
 // sortByDst sorts a by destination with a stable least-significant-digit
@@ -841,8 +1068,9 @@ func (r *Run) wait() {
 		r.cancel()
 	}
 	res.Elapsed = end.Sub(r.t0)
+	// Every operation has completed: the ranges go back for later runs.
 	// Drop what pins the caller's memory and connections.
-	r.plans, r.ranges = nil, nil
+	r.release()
 	for k := range r.pairs {
 		r.pairs[k].link, r.pairs[k].op = Link{}, verbs.ScatterOp{}
 	}

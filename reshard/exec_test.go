@@ -1,10 +1,12 @@
 package reshard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -302,9 +304,49 @@ func TestLowerOrder(t *testing.T) {
 	}
 }
 
-// TestLowerAll lowers a run large enough to be lowered by several
-// goroutines and compares each plan with the pair lowered alone; with two
-// bad pairs, the first in pair order is reported.
+// exPrepare measures and lowers every pair of p as Start does for a Pull
+// run of all destination ranks, without links: the first failure to check
+// (in pair order), else the first failure to lower. work decides on
+// goroutines as Start's estimate does. The run's range storage is
+// released (held once each, whatever failed).
+func exPrepare(t *testing.T, p *Plan, work, maxFrags int64) (*Run, error) {
+	t.Helper()
+	run := &Run{dir: Pull}
+	own := make([]int, len(p.Pairs))
+	for i := range own {
+		own[i] = i
+	}
+	lowerErrs, err := run.keep(run.prepare(p, own, 1<<20, maxFrags, work))
+	seen := map[*[]planfmt.Range]bool{}
+	for _, b := range run.ranges {
+		if b != nil && seen[b] {
+			t.Fatalf("range storage %p held twice", b)
+		}
+		seen[b] = true
+	}
+	defer run.release()
+	if err != nil {
+		return nil, err
+	}
+	for k, err := range lowerErrs {
+		if err != nil {
+			x := &run.pairs[k]
+			return nil, &PairError{Src: x.src, Dst: x.dst, Dir: Pull, Phase: PhaseCheck, Err: err}
+		}
+	}
+	// The plans outlive the release: copy them.
+	out := &Run{dir: Pull, pairs: run.pairs, plans: make([]planfmt.Plan, len(run.plans))}
+	for k, pl := range run.plans {
+		out.plans[k] = pl
+		out.plans[k].Ranges = slices.Clone(pl.Ranges)
+	}
+	return out, nil
+}
+
+// TestLowerAll lowers a run on several goroutines and compares each plan
+// with the pair lowered alone. Failures come in the order of Start's
+// steps, each the first pair in order: checks (then the fragments of the
+// run), then lowering.
 func TestLowerAll(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	r := exRand(t)
@@ -316,49 +358,70 @@ func TestLowerAll(t *testing.T) {
 			{Inner: inner, Counts: []int64{a, c}, SrcStrides: []int64{c * (inner + 1), inner + 1}, DstStrides: []int64{inner, a * inner}},
 			{SrcOff: a * c * (inner + 1), DstOff: a * c * inner, Inner: inner, Counts: []int64{a * c}, SrcStrides: []int64{inner}, DstStrides: []int64{inner + 3}},
 		}})
-	}
-	lowerRun := func(p *Plan) (*Run, error) {
-		run := &Run{dir: Pull}
-		var total int64
-		for i := range p.Pairs {
-			x := execPair{index: i, src: p.Pairs[i].Src, dst: p.Pairs[i].Dst}
-			if err := measurePair(&p.Pairs[i], &x, DefaultMaxFragments); err != nil {
-				t.Fatal(err)
-			}
-			total += x.frags
-			run.pairs = append(run.pairs, x)
+		if k == 2 { // nothing to move: the pairs after it move down
+			p.Pairs[k].Regions[0].Inner, p.Pairs[k].Regions[1].Inner = 0, 0
 		}
-		if total < parallelLowerMin {
-			t.Fatalf("%d fragments: too few to lower in parallel", total)
-		}
-		run.plans = make([]planfmt.Plan, len(run.pairs))
-		run.ranges = make([]planfmt.Range, total)
-		return run, run.lowerAll(p, total)
 	}
-	run, err := lowerRun(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range p.Pairs {
-		x, rs, err := exLower(&p.Pairs[k], DefaultMaxFragments)
+	for _, work := range []int64{0, parallelLowerMin} {
+		run, err := exPrepare(t, p, work, DefaultMaxFragments)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl := &run.plans[k]
-		if !slices.Equal(pl.Ranges, rs) || pl.Form != planfmt.FormRanges ||
-			pl.SrcExtent != uint64(x.srcHi-x.srcLo) || pl.DstExtent != uint64(x.dstHi-x.dstLo) {
-			t.Fatalf("pair %d: lowered in parallel differently", k)
+		if len(run.pairs) != 7 {
+			t.Fatalf("%d pairs lowered, want 7", len(run.pairs))
 		}
-		exCheckLowered(t, r, &p.Pairs[k], &run.pairs[k], pl.Ranges)
+		for j := range run.pairs {
+			k := run.pairs[j].index
+			x, rs, err := exLower(&p.Pairs[k], DefaultMaxFragments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl := &run.plans[j]
+			if !slices.Equal(pl.Ranges, rs) || pl.Form != planfmt.FormRanges ||
+				pl.SrcExtent != uint64(x.srcHi-x.srcLo) || pl.DstExtent != uint64(x.dstHi-x.dstLo) {
+				t.Fatalf("work %d: pair %d: lowered differently from the pair alone", work, k)
+			}
+			exCheckLowered(t, r, &p.Pairs[k], &run.pairs[j], pl.Ranges)
+		}
 	}
-	for _, k := range []int{6, 3} {
-		pr := &p.Pairs[k]
-		pr.Regions = append(pr.Regions, pr.Regions[0])
+	bad := func(mod func(p *Plan)) *Plan {
+		q := &Plan{Pairs: slices.Clone(p.Pairs)}
+		for k := range q.Pairs {
+			q.Pairs[k].Regions = slices.Clone(q.Pairs[k].Regions)
+		}
+		mod(q)
+		return q
 	}
-	_, err = lowerRun(p)
-	exWantPair(t, err, PhaseCheck, 3, 0)
-	if !errors.Is(err, ErrOverlap) {
-		t.Fatalf("%v: want ErrOverlap", err)
+	overlap := func(q *Plan, k int) { q.Pairs[k].Regions = append(q.Pairs[k].Regions, q.Pairs[k].Regions[0]) }
+	huge := Region{Inner: 1, Counts: []int64{1 << 20, 1 << 21}, SrcStrides: []int64{1 << 21, 1}, DstStrides: []int64{1 << 21, 1}}
+	for _, tc := range []struct {
+		name     string
+		plan     *Plan
+		maxFrags int64
+		src      int
+		kind     error
+	}{
+		{"two overlaps", bad(func(q *Plan) { overlap(q, 6); overlap(q, 3) }), 0, 3, ErrOverlap},
+		{"check after an overlap", bad(func(q *Plan) {
+			overlap(q, 1)
+			q.Pairs[5].Regions[1].Counts = []int64{-1}
+		}), 0, 5, ErrLayout},
+		{"run of 2^41 fragments", bad(func(q *Plan) {
+			overlap(q, 0)
+			q.Pairs[4].Regions = append(q.Pairs[4].Regions, huge)
+			q.Pairs[7].Regions[1].Counts = []int64{-1}
+		}), math.MaxInt64, -1, ErrLimit},
+	} {
+		for _, work := range []int64{0, parallelLowerMin} {
+			maxFrags := cmp.Or(tc.maxFrags, DefaultMaxFragments)
+			_, err := exPrepare(t, tc.plan, work, maxFrags)
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("%s, work %d: %v, want %v", tc.name, work, err, tc.kind)
+			}
+			if tc.src >= 0 {
+				exWantPair(t, err, PhaseCheck, tc.src, 0)
+			}
+		}
 	}
 }
 
@@ -1353,5 +1416,220 @@ func BenchmarkReshard(b *testing.B) {
 			b.ReportMetric(100*float64(lower)/float64(elapsed), "lower-%")
 			b.ReportMetric(float64(lower.Nanoseconds())/float64(frags), "lower-ns/fragment")
 		})
+	}
+}
+
+// exKVLayouts are scatterbench's reshard-kv layouts: a KV cache [16384
+// tokens, 16 heads, 128 dims] x 2 bytes, tensor-parallel 8 paged by 16
+// tokens (8192 source pages) to tensor-parallel 2 paged by 64 tokens (512
+// destination pages), pages scattered in pools a quarter larger than
+// needed: 8192 regions of 16 fragments of 512 bytes in 8 pairs.
+func exKVLayouts(tb testing.TB, r *rand.Rand) (src, dst *Layout) {
+	tb.Helper()
+	t := Tensor{Shape: []int64{16384, 16, 128}, ElemSize: 2}
+	paged := func(tp int, page int64) *Layout {
+		l, err := Sharded(t, ShardSpec{Parts: []int64{1, int64(tp), 1}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		pages := int((t.Shape[0] + page - 1) / page)
+		tables := make([][]int64, tp)
+		for i := range tables {
+			tables[i] = make([]int64, pages)
+			for j, s := range r.Perm(pages + pages/4)[:pages] {
+				tables[i][j] = int64(s)
+			}
+		}
+		l, err = Paginate(l, 0, page, tables)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return l
+	}
+	return paged(8, 16), paged(2, 64)
+}
+
+// BenchmarkLowerKV plans scatterbench's reshard-kv (exKVLayouts) once and
+// times what Start spends besides links and submission when one process
+// pulls every pair: measuring the pairs and lowering all of them into
+// their ranges (131072 fragments of 512 bytes, 8192 regions, 8 pairs),
+// the range storage reused from run to run as Start's is.
+func BenchmarkLowerKV(b *testing.B) {
+	src, dst := exKVLayouts(b, rand.New(rand.NewPCG(1, 1)))
+	p, err := NewPlan(src, dst, Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var frags, regions int64
+	for _, pr := range p.Pairs {
+		frags += pr.Fragments
+		regions += int64(len(pr.Regions))
+	}
+	if frags != 131072 || regions != 8192 || len(p.Pairs) != 8 {
+		b.Fatalf("%d fragments, %d regions, %d pairs; want 131072, 8192, 8", frags, regions, len(p.Pairs))
+	}
+	own := make([]int, len(p.Pairs))
+	for i := range own {
+		own[i] = i
+	}
+	b.ReportAllocs()
+	b.SetBytes(p.Bytes)
+	for b.Loop() {
+		r := &Run{dir: Pull}
+		lowerErrs, err := r.keep(r.prepare(p, own, len(p.Src.Ranks), DefaultMaxFragments, frags))
+		if err == nil {
+			err = errors.Join(lowerErrs...)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.release() // as Wait does once the operations complete
+	}
+	ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(ns/float64(frags), "ns/fragment")
+	b.ReportMetric(ns/float64(regions), "ns/region")
+}
+
+// exLowerReference is lowerPair as it was before it read canonical
+// regions in place and settled order per run of the innermost loop: each
+// region copied into canonical form, the copies stably sorted by their
+// first destination byte when all are nests, every fragment expanded by
+// Region.Each and compared with the previous range, the ranges stably
+// sorted by destination and coalesced again when some fragment did not
+// continue upwards. lowerPair must give the same ranges and errors.
+func exLowerReference(pr *Pair, x *execPair) ([]planfmt.Range, error) {
+	type canon struct {
+		reg Region
+		dlo int64
+	}
+	var regs []canon
+	nested := true
+	for i := range pr.Regions {
+		reg := pr.Regions[i]
+		if reg.Inner == 0 || reg.Fragments() == 0 {
+			continue
+		}
+		c := Region{SrcOff: reg.SrcOff, DstOff: reg.DstOff, Inner: reg.Inner,
+			Counts: slices.Clone(reg.Counts), SrcStrides: slices.Clone(reg.SrcStrides), DstStrides: slices.Clone(reg.DstStrides)}
+		n := len(c.Counts)
+		for l := range n {
+			if c.DstStrides[l] < 0 {
+				k := c.Counts[l] - 1
+				c.SrcOff += k * c.SrcStrides[l]
+				c.DstOff += k * c.DstStrides[l]
+				c.SrcStrides[l], c.DstStrides[l] = -c.SrcStrides[l], -c.DstStrides[l]
+			}
+		}
+		for i := 1; i < n; i++ {
+			for j := i; j > 0 && c.DstStrides[j-1] < c.DstStrides[j]; j-- {
+				c.Counts[j-1], c.Counts[j] = c.Counts[j], c.Counts[j-1]
+				c.SrcStrides[j-1], c.SrcStrides[j] = c.SrcStrides[j], c.SrcStrides[j-1]
+				c.DstStrides[j-1], c.DstStrides[j] = c.DstStrides[j], c.DstStrides[j-1]
+			}
+		}
+		ext := c.Inner
+		for l := n - 1; l >= 0; l-- {
+			if k := c.Counts[l] - 1; k > 0 {
+				nested = nested && c.DstStrides[l] >= ext
+				ext += k * c.DstStrides[l]
+			}
+		}
+		regs = append(regs, canon{c, c.DstOff})
+	}
+	if nested {
+		slices.SortStableFunc(regs, func(a, b canon) int { return cmp.Compare(a.dlo, b.dlo) })
+	}
+	var rs []planfmt.Range
+	sorted := true
+	for i := range regs {
+		n := uint64(regs[i].reg.Inner)
+		regs[i].reg.Each(func(s, d int64) bool {
+			src, dst := uint64(s-x.srcLo), uint64(d-x.dstLo)
+			if k := len(rs); k > 0 {
+				last := &rs[k-1]
+				end := last.Dst + last.Len
+				if dst == end && src == last.Src+last.Len {
+					last.Len += n
+					return true
+				}
+				if dst < end {
+					sorted = false
+				}
+			}
+			rs = append(rs, planfmt.Range{Src: src, Dst: dst, Len: n})
+			return true
+		})
+	}
+	if sorted {
+		return rs, nil
+	}
+	slices.SortStableFunc(rs, func(a, b planfmt.Range) int { return cmp.Compare(a.Dst, b.Dst) })
+	w := 0
+	for _, r := range rs {
+		if w > 0 {
+			last := &rs[w-1]
+			end := last.Dst + last.Len
+			if r.Dst < end {
+				return nil, &LayoutError{Kind: ErrOverlap, Rank: x.dst, Piece: -1,
+					Reason: fmt.Sprintf("pair %d->%d writes destination bytes [%d, %d) and [%d, %d)",
+						x.src, x.dst, int64(last.Dst)+x.dstLo, int64(end)+x.dstLo, int64(r.Dst)+x.dstLo, int64(r.Dst+r.Len)+x.dstLo)}
+			}
+			if r.Dst == end && r.Src == last.Src+last.Len {
+				last.Len += r.Len
+				continue
+			}
+		}
+		rs[w] = r
+		w++
+	}
+	return rs[:w], nil
+}
+
+// exSameLowering checks that lowerPair lowers pr as exLowerReference
+// does: the same ranges, or the same error.
+func exSameLowering(t *testing.T, what string, pr *Pair) {
+	t.Helper()
+	x, rs, err := exLower(pr, DefaultMaxFragments)
+	if x == nil || x.frags == 0 {
+		return
+	}
+	want, werr := exLowerReference(pr, x)
+	if fmt.Sprint(err) != fmt.Sprint(werr) {
+		t.Fatalf("%s: error %v, reference %v", what, err, werr)
+	}
+	if !slices.Equal(rs, want) {
+		t.Fatalf("%s: %d ranges, reference %d: %+v\nreference %+v", what, len(rs), len(want), rs, want)
+	}
+}
+
+// TestLowerReference: lowerPair gives exactly the ranges (or errors) of
+// the reference lowering, on random pairs (some overlapping: a region
+// repeated, or shifted onto another) and on the pairs of random plans.
+func TestLowerReference(t *testing.T) {
+	r := exRand(t)
+	for i := range 3000 {
+		pr := exRandomPair(r)
+		if n := len(pr.Regions); r.IntN(4) == 0 {
+			reg := pr.Regions[r.IntN(n)]
+			if r.IntN(2) == 0 {
+				reg.DstOff += int64(r.IntN(8)) - 4
+				reg.DstOff = max(reg.DstOff, 0)
+			}
+			pr.Regions = slices.Insert(pr.Regions, r.IntN(n+1), reg)
+		}
+		exSameLowering(t, fmt.Sprintf("pair %d", i), pr)
+	}
+	for i := range 300 {
+		tn := planTestRandTensor(r)
+		o := planTestGenOpts{maxParts: 4, maxBase: 4, maxRep: 2, negative: i%2 == 0}
+		src, _ := planTestRandLayout(r, tn, o)
+		dst, _ := planTestRandLayout(r, tn, o)
+		p, err := planLayouts(src, dst, planTestBoxes(t, src), Limits{}.withDefaults())
+		if err != nil {
+			t.Fatalf("plan %d: %v", i, err)
+		}
+		for k := range p.Pairs {
+			exSameLowering(t, fmt.Sprintf("plan %d pair %d", i, k), &p.Pairs[k])
+		}
 	}
 }

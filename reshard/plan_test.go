@@ -872,42 +872,59 @@ func TestPlanIndexAxis(t *testing.T) {
 // BenchmarkPlanKV plans a KV cache reshard: [32768 tokens, 32 heads, 128
 // dims] x 2 bytes from 8 ranks (4 heads each, pages of 16 tokens) to 2
 // ranks (16 heads each, pages of 64 tokens), random page tables: 16384
-// source pieces, 1024 destination pieces, 16384 regions. NewPlan includes
-// validating both layouts; plan is the planning alone, from the source's
-// boxes as validating it found them.
+// source pieces, 1024 destination pieces, 16384 regions; and, under
+// scatterbench/, scatterbench's reshard-kv (exKVLayouts: [16384, 16, 128],
+// 8192 source pieces, 512 destination pieces, 8192 regions). NewPlan
+// includes validating both layouts; plan is the planning alone, from the
+// source's boxes as validating it found them, in parallel where NewPlan
+// would; plan-sequential plans on one goroutine.
 func BenchmarkPlanKV(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	src := planTestKV(rng, 32768, 32, 128, 2, 8, 16)
-	dst := planTestKV(rng, 32768, 32, 128, 2, 2, 64)
-	boxes, err := src.validate(Limits{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, bc := range []struct {
-		name string
-		plan func() (*Plan, error)
+	sbSrc, sbDst := exKVLayouts(b, rng)
+	for _, g := range []struct {
+		prefix   string
+		src, dst *Layout
+		regions  int
 	}{
-		{"NewPlan", func() (*Plan, error) { return NewPlan(src, dst, Limits{}) }},
-		{"plan", func() (*Plan, error) { return planLayouts(src, dst, boxes, Limits{}.withDefaults()) }},
+		{"", planTestKV(rng, 32768, 32, 128, 2, 8, 16), planTestKV(rng, 32768, 32, 128, 2, 2, 64), 1024 * 16},
+		{"scatterbench/", sbSrc, sbDst, 8192},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			var regions int
-			b.ReportAllocs()
-			for b.Loop() {
-				p, err := bc.plan()
-				if err != nil {
-					b.Fatal(err)
+		src, dst := g.src, g.dst
+		boxes, err := src.validate(Limits{}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, bc := range []struct {
+			name string
+			plan func() (*Plan, error)
+		}{
+			{"NewPlan", func() (*Plan, error) { return NewPlan(src, dst, Limits{}) }},
+			{"plan", func() (*Plan, error) { return planLayouts(src, dst, boxes, Limits{}.withDefaults()) }},
+			{"plan-sequential", func() (*Plan, error) {
+				defer func(m int64) { planParallelMin = m }(planParallelMin)
+				planParallelMin = math.MaxInt64
+				return planLayouts(src, dst, boxes, Limits{}.withDefaults())
+			}},
+		} {
+			b.Run(g.prefix+bc.name, func(b *testing.B) {
+				var regions int
+				b.ReportAllocs()
+				for b.Loop() {
+					p, err := bc.plan()
+					if err != nil {
+						b.Fatal(err)
+					}
+					regions = 0
+					for _, pr := range p.Pairs {
+						regions += len(pr.Regions)
+					}
 				}
-				regions = 0
-				for _, pr := range p.Pairs {
-					regions += len(pr.Regions)
+				if regions != g.regions {
+					b.Fatalf("%d regions, want %d", regions, g.regions)
 				}
-			}
-			if regions != 1024*16 {
-				b.Fatalf("%d regions, want %d", regions, 1024*16)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(regions), "ns/region")
-		})
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(regions), "ns/region")
+			})
+		}
 	}
 }
 
@@ -953,4 +970,153 @@ func TestPlanAllocs(t *testing.T) {
 			t.Errorf("%d tokens: %d allocations, %d bytes for a plan of %d bytes", tok, allocs, bytes, size)
 		}
 	}
+}
+
+// planTestSame fails unless two plans are equal value for value, down to
+// the capacities of their slices (each cut to its length).
+func planTestSame(t *testing.T, what string, got, want []Pair) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: parallel plan differs from the sequential one:\n%+v\nwant\n%+v", what, got, want)
+	}
+	for i := range got {
+		pr := &got[i]
+		if cap(pr.Regions) != len(pr.Regions) {
+			t.Fatalf("%s: pair %d: regions capacity %d, length %d", what, i, cap(pr.Regions), len(pr.Regions))
+		}
+		for j := range pr.Regions {
+			rg := &pr.Regions[j]
+			if n := len(rg.Counts); cap(rg.Counts) != n || cap(rg.SrcStrides) != n || cap(rg.DstStrides) != n {
+				t.Fatalf("%s: pair %d region %d: loops not cut to their length", what, i, j)
+			}
+		}
+	}
+}
+
+// planTestSorted sorts pairs as planLayouts does.
+func planTestSorted(pairs []Pair) []Pair {
+	slices.SortFunc(pairs, func(a, b Pair) int {
+		if a.Src != b.Src {
+			return a.Src - b.Src
+		}
+		return a.Dst - b.Dst
+	})
+	return pairs
+}
+
+// TestPlanParallel plans random reshards from sources without replicas
+// on 2 to 5 goroutines, in runs of a few pieces, and sequentially: the
+// same pairs, regions and bytes; with limits that the plan exceeds,
+// parallel planning gives up (and NewPlan reports the sequential
+// planner's error).
+func TestPlanParallel(t *testing.T) {
+	const seed = 31337
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	runMin := planRunMin
+	defer func() { planRunMin = runMin }()
+	planned, refused := 0, 0
+	for i := range 300 {
+		ten := planTestRandTensor(rng)
+		if i%3 == 0 {
+			ten = Tensor{Shape: []int64{30 + rng.Int64N(30), 1 + rng.Int64N(6), 1 + rng.Int64N(4)}, ElemSize: 2}
+		}
+		src, _ := planTestRandLayout(rng, ten, planTestGenOpts{maxParts: 6, maxBase: 6, maxRep: 1, negative: i%4 == 0})
+		dst, _ := planTestRandLayout(rng, ten, planTestGenOpts{maxParts: 6, maxBase: 6, maxRep: 2, negative: i%4 == 1})
+		boxes := planTestBoxes(t, src)
+		lim := Limits{}
+		switch i % 5 {
+		case 3:
+			lim.MaxRegions = 1 + rng.IntN(12)
+		case 4:
+			lim.MaxFragments = 1 + rng.Int64N(40)
+		}
+		p := newPlanner(src, dst, boxes, lim.withDefaults())
+		if p.replicas() {
+			t.Fatalf("case %d: source with replicas", i)
+		}
+		want, wantTotal, err := p.planSequential()
+		for _, workers := range []int{2, 3, 5} {
+			// Runs of 1 to 4 pieces: ranks cut into several runs.
+			runs := 1 + rng.IntN(4)
+			planRunMin = runs
+			got, total, ok := p.planParallel(workers)
+			planRunMin = runMin
+			what := fmt.Sprintf("case %d, %d workers, runs of %d pieces or more, %d destination ranks", i, workers, runs, len(dst.Ranks))
+			if ok != (err == nil) {
+				t.Fatalf("%s: parallel planning succeeded %v, sequential error %v", what, ok, err)
+			}
+			if !ok {
+				refused++
+				continue
+			}
+			planned++
+			if total != wantTotal {
+				t.Fatalf("%s: %d bytes, sequential %d", what, total, wantTotal)
+			}
+			planTestSame(t, what, planTestSorted(got), planTestSorted(slices.Clone(want)))
+		}
+	}
+	t.Logf("%d parallel plans, %d refused", planned, refused)
+	if planned < 100 || refused < 10 {
+		t.Fatalf("%d parallel plans, %d refused: too few of either", planned, refused)
+	}
+}
+
+// TestPlanParallelNewPlan: NewPlan gives the same plan, or the same
+// error, whether it may plan in parallel (GOMAXPROCS 4, no least work)
+// or not, sources with replicas (planned sequentially either way)
+// included.
+func TestPlanParallelNewPlan(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	defaultMin := planParallelMin
+	defer func() { planParallelMin = defaultMin }()
+	const seed = 4711
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 10))
+	plan := func(src, dst *Layout, lim Limits, min int64) (*Plan, error) {
+		planParallelMin = min
+		return NewPlan(src, dst, lim)
+	}
+	for i := range 200 {
+		ten := planTestRandTensor(rng)
+		src, _ := planTestRandLayout(rng, ten, planTestGenOpts{maxParts: 4, maxBase: 6, maxRep: 1 + i%3})
+		dst, _ := planTestRandLayout(rng, ten, planTestGenOpts{maxParts: 4, maxBase: 6, maxRep: 2})
+		lim := Limits{}
+		if i%4 == 3 {
+			lim.MaxRegions = 1 + rng.IntN(8)
+		}
+		got, err := plan(src, dst, lim, 0)
+		want, werr := plan(src, dst, lim, math.MaxInt64)
+		what := fmt.Sprintf("case %d", i)
+		if fmt.Sprint(err) != fmt.Sprint(werr) {
+			t.Fatalf("%s: error %v, sequential %v", what, err, werr)
+		}
+		if werr != nil {
+			continue
+		}
+		if got.Bytes != want.Bytes {
+			t.Fatalf("%s: %d bytes, sequential %d", what, got.Bytes, want.Bytes)
+		}
+		planTestSame(t, what, got.Pairs, want.Pairs)
+	}
+	// A KV cache reshard, large enough to plan in parallel by default.
+	src := planTestKV(rng, 4096, 16, 8, 2, 8, 16)
+	dst := planTestKV(rng, 4096, 16, 8, 2, 2, 64)
+	boxes, err := src.validate(Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if work := newPlanner(src, dst, boxes, Limits{}.withDefaults()).work; work < defaultMin {
+		t.Fatalf("kv: work %d below the default least parallel work %d", work, defaultMin)
+	}
+	got, err := plan(src, dst, Limits{}, defaultMin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plan(src, dst, Limits{}, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planTestSame(t, "kv", got.Pairs, want.Pairs)
 }
