@@ -1259,3 +1259,37 @@ func TestClientSmallInline(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSmall compares, for a 4 KiB object, the pooled client with
+// small objects inline (the default SmallBytes) and with every operation
+// on the pool (SmallBytes -1): PUT and whole GET, alternating inside one
+// timed loop. Reports the pool path's time over the inline path's.
+func BenchmarkSmall(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			r := newRand(b)
+			ctx := testContext(b)
+			o := newTestOwner(b, be, OwnerConfig{ArenaBytes: 4 << 20})
+			inline := newObjClient(b, be, ClientConfig{PoolBytes: 1 << 20, SmallBytes: DefaultSmallBytes})
+			pool := newObjClient(b, be, ClientConfig{PoolBytes: 1 << 20})
+			obj, err := new(Builder).Bytes("b", randBytes(r, 4<<10)).Build()
+			require.NoError(b, err)
+			dst := [][]byte{make([]byte, obj.Manifest.PayloadBytes)}
+			var t [2]time.Duration
+			b.ResetTimer()
+			for range b.N {
+				for i, c := range []*Client{inline, pool} {
+					start := time.Now()
+					_, err := c.Put(ctx, o.Addr(), "small", obj)
+					require.NoError(b, err)
+					_, _, err = c.Get(ctx, o.Addr(), "small", nil, dst)
+					require.NoError(b, err)
+					t[i] += time.Since(start)
+				}
+			}
+			b.ReportMetric(float64(t[0].Microseconds())/float64(b.N), "inline-us/op")
+			b.ReportMetric(float64(t[1].Microseconds())/float64(b.N), "pool-us/op")
+			b.ReportMetric(t[1].Seconds()/t[0].Seconds(), "pool/inline")
+		})
+	}
+}
