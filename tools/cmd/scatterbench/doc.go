@@ -20,7 +20,7 @@
 // owners in this process), the reshards (reshard-kv, reshard-mixed: every
 // rank of both layouts in this process) and the Structured Object A/B
 // workloads (structobj-put, structobj-get); then many-small again over
-// shm. It takes about 35 s on the 2-core development machine.
+// shm. It takes about 40 s on the 2-core development machine.
 //
 // Goodput is in Gbit/s (1e9 bits per second): payload bytes x 8 over the
 // p50 of the full API time; window goodput uses the median bulk window.
