@@ -302,16 +302,7 @@ func TestBadIDs(t *testing.T) {
 	r := newRand(t)
 	const R, rows, T, K = 264, 1000, 8, 3
 	src := mapRows(t, r, rows*R)
-	dt, err := testCtx.Upload(src, rows, R)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dt.Close()
-	ht, err := testCtx.RegisterHost(src, rows, R)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ht.Close()
+	dt, ht := bothTables(t, src, rows, R)
 	ids := make([]int64, T*K)
 	for i := range ids {
 		ids[i] = r.Int64N(rows)
@@ -359,6 +350,21 @@ func TestBadIDs(t *testing.T) {
 	}
 }
 
+// bothTables returns src as a device table and as a host table, both
+// closed at cleanup.
+func bothTables(tb testing.TB, src []byte, rows int64, R int) (dt, ht *Table) {
+	dt, err := testCtx.Upload(src, rows, R)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { dt.Close() })
+	if ht, err = testCtx.RegisterHost(src, rows, R); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ht.Close() })
+	return dt, ht
+}
+
 // TestGraphReplay: a lookup captured once replays on whatever ids the id
 // buffer holds, and a prior kernel on the same stream (a memset of the
 // ids to -1) is ordered before it.
@@ -366,16 +372,7 @@ func TestGraphReplay(t *testing.T) {
 	r := newRand(t)
 	const R, rows, T, K = 264, 5000, 16, 8
 	src := mapRows(t, r, rows*R)
-	dt, err := testCtx.Upload(src, rows, R)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dt.Close()
-	ht, err := testCtx.RegisterHost(src, rows, R)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ht.Close()
+	dt, ht := bothTables(t, src, rows, R)
 	// A device table; a host table ordered (its scratch a memory node of
 	// the graph).
 	t.Run("device", func(t *testing.T) { graphReplay(t, r, dt, src, false) })
@@ -944,16 +941,7 @@ func BenchmarkSmallSpread(b *testing.B) {
 	const R, n, K = 264, 128, 8
 	rows := int64((256 << 20) / R)
 	src := mapRows(b, r, int(rows)*R)
-	dt, err := testCtx.Upload(src, rows, R)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dt.Close()
-	ht, err := testCtx.RegisterHost(src, rows, R)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ht.Close()
+	dt, ht := bothTables(b, src, rows, R)
 	idSets := randomIDSets(b, r, 4, n, rows)
 	out, _ := testCtx.Alloc(n * R)
 	defer testCtx.Free(out)
