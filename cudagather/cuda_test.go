@@ -401,14 +401,8 @@ func graphReplay(t *testing.T, r *rand.Rand, tab *Table, src []byte, ordered boo
 	if err := testCtx.Close(); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Close with a graph and a table open: %v", err)
 	}
-	for round := range 5 {
-		ids := make([]int64, T*K)
-		for i := range ids {
-			ids[i] = r.Int64N(rows)
-		}
-		if err := testCtx.CopyIn(idBuf, idBytes(ids, false)); err != nil {
-			t.Fatal(err)
-		}
+	// replay launches the graph on s, waits, and returns the output.
+	replay := func() []byte {
 		if err := g.Launch(s); err != nil {
 			t.Fatal(err)
 		}
@@ -419,6 +413,17 @@ func graphReplay(t *testing.T, r *rand.Rand, tab *Table, src []byte, ordered boo
 		if err := testCtx.CopyOut(got, out); err != nil {
 			t.Fatal(err)
 		}
+		return got
+	}
+	for round := range 5 {
+		ids := make([]int64, T*K)
+		for i := range ids {
+			ids[i] = r.Int64N(rows)
+		}
+		if err := testCtx.CopyIn(idBuf, idBytes(ids, false)); err != nil {
+			t.Fatal(err)
+		}
+		got := replay()
 		want := make([]byte, T*K*R)
 		ref(want, slices.Repeat([][]byte{src}, K), R, ids, T, K, 0, K*R, R, nil)
 		if !bytes.Equal(got, want) {
@@ -433,17 +438,7 @@ func graphReplay(t *testing.T, r *rand.Rand, tab *Table, src []byte, ordered boo
 	if err := testCtx.Memset(idBuf, 0xFF, 4*T*K, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Launch(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := testCtx.Sync(s); err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, T*K*R)
-	if err := testCtx.CopyOut(got, out); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, bytes.Repeat([]byte{0x33}, T*K*R)) {
+	if got := replay(); !bytes.Equal(got, bytes.Repeat([]byte{0x33}, T*K*R)) {
 		t.Fatal("the replay did not see the ids the prior memset on its stream wrote")
 	}
 }

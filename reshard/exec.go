@@ -990,6 +990,10 @@ func sortKeys(a, tmp []lowerKey) {
 	}
 }
 
+// sortByDst is sortKeys for ranges. (One generic sort with a key
+// function measured 53-57 ns per fragment on BenchmarkLower/interleaved
+// against 33-41 for the two concrete copies: the key call is not inlined.)
+//
 // sortByDst sorts a by destination with a stable least-significant-digit
 // radix sort over bytes, using tmp (same length) as the second buffer:
 // O(len(a)) per byte position in which the destinations differ (3 passes

@@ -110,43 +110,47 @@ func newReshardOracle(seed uint64, l *reshard.Layout) (*reshardOracle, error) {
 	return &reshardOracle{seed: seed, plan: p}, nil
 }
 
-// fill writes the tensor's bytes into every rank of the layout.
-func (o *reshardOracle) fill(mem func(rank int) []byte) {
+// each calls f with every fragment the layout holds (b, in its rank's
+// memory) and the logical offset of its first byte, until f returns false.
+func (o *reshardOracle) each(mem func(rank int) []byte, f func(b []byte, logical uint64) bool) {
 	for i := range o.plan.Pairs {
 		pr := &o.plan.Pairs[i]
-		b := mem(pr.Dst)
+		m := mem(pr.Dst)
 		for j := range pr.Regions {
 			rg := &pr.Regions[j]
+			more := true
 			rg.Each(func(src, dst int64) bool {
-				pattern.Fill(b[dst:dst+rg.Inner], o.seed, uint64(src))
-				return true
+				more = f(m[dst:dst+rg.Inner], uint64(src))
+				return more
 			})
+			if !more {
+				return
+			}
 		}
 	}
 }
 
-// check compares every rank's held bytes with the tensor's.
+// fill writes the tensor's bytes into every rank of the layout.
+func (o *reshardOracle) fill(mem func(rank int) []byte) {
+	o.each(mem, func(b []byte, logical uint64) bool {
+		pattern.Fill(b, o.seed, logical)
+		return true
+	})
+}
+
+// check compares every rank's held bytes with the tensor's (Offset: in
+// the logical tensor).
 func (o *reshardOracle) check(mem func(rank int) []byte) *VerifyError {
 	var bad *VerifyError
-	for i := range o.plan.Pairs {
-		pr := &o.plan.Pairs[i]
-		b := mem(pr.Dst)
-		for j := range pr.Regions {
-			rg := &pr.Regions[j]
-			rg.Each(func(src, dst int64) bool {
-				if k := pattern.Check(b[dst:dst+rg.Inner], o.seed, uint64(src)); k >= 0 {
-					at := dst + int64(k)
-					bad = &VerifyError{Fragment: -1, Offset: uint64(at), Want: pattern.At(o.seed, uint64(src)+uint64(k)), Got: b[at]}
-					return false
-				}
-				return true
-			})
-			if bad != nil {
-				return bad
-			}
+	o.each(mem, func(b []byte, logical uint64) bool {
+		if k := pattern.Check(b, o.seed, logical); k >= 0 {
+			at := logical + uint64(k)
+			bad = &VerifyError{Fragment: -1, Offset: at, Want: pattern.At(o.seed, at), Got: b[k]}
+			return false
 		}
-	}
-	return nil
+		return true
+	})
+	return bad
 }
 
 // runReshard runs a reshard workload over the pass's transport, every
