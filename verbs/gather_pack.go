@@ -202,7 +202,7 @@ func (s *GatherService) packInline(st *cmdState, c *command, out *ownerStats, re
 	buf := resp[replySize:]
 	plan := &st.cmd.Plan
 	t := time.Now()
-	stage.Begin(c.opID, stage.Pack)
+	stage.Begin(c.markID, stage.Pack)
 	if plan.Form == planfmt.FormRows {
 		var rows rowCursor
 		skips := st.norm.Geometry().Skipped > 0
@@ -221,7 +221,7 @@ func (s *GatherService) packInline(st *cmdState, c *command, out *ownerStats, re
 		rng.init(plan.Ranges)
 		rng.packInto(buf, c.own)
 	}
-	stage.End(c.opID, stage.Pack, uint64(total))
+	stage.End(c.markID, stage.Pack, uint64(total))
 	out.pack = time.Since(t)
 	out.window = out.pack
 	out.fill = time.Since(c.received)

@@ -2,7 +2,6 @@ package verbs
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -298,7 +297,7 @@ type command struct {
 	peerOff  uint64
 	chunk    int64
 	slots    int
-	opID     uint64
+	markID   uint64 // the stage markers' id for this command (see markIDs)
 	received time.Time
 }
 
@@ -374,17 +373,8 @@ func (s *GatherService) validate(p Peer, st *cmdState, c *command) error {
 	slots = int(max(min(int64(slots), s.cfg.CommandBudget/chunk), 1))
 	window := reg.Bytes()[ownWin.Off : ownWin.Off+ownWin.Len]
 	*c = command{own: window, peerKey: Key(peerWin.Key), peerOff: peerWin.Off, chunk: chunk, slots: slots,
-		opID: cmd.OpID, received: c.received}
+		markID: c.markID, received: c.received}
 	return nil
-}
-
-// peekOpID reads a command's operation id for the stage markers before it
-// is decoded (0 when the message is too short to hold one).
-func peekOpID(req []byte) uint64 {
-	if len(req) < 32 {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(req[24:32])
 }
 
 func (s *GatherService) serveGather(ctx context.Context, p Peer, req, resp []byte) ([]byte, error) {
@@ -395,9 +385,9 @@ func (s *GatherService) serveGather(ctx context.Context, p Peer, req, resp []byt
 	defer s.running.Done()
 	st := s.getState()
 	defer s.putState(st)
-	id := peekOpID(req)
+	id := markIDs.Add(1)
 	stage.Begin(id, stage.Decode)
-	c := command{received: t0}
+	c := command{received: t0, markID: id}
 	err := s.cfg.Limits.DecodeCommand(&st.cmd, req)
 	if err != nil {
 		err = refuse("decode", err)

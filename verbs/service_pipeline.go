@@ -260,7 +260,7 @@ func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *co
 		}
 		sl := &pl.slots[i]
 		buf := sl.lease.Bytes()[:c.chunk]
-		cid := stage.ChunkID(c.opID, k)
+		cid := stage.ChunkID(c.markID, k)
 		stage.Begin(cid, stage.Pack)
 		t := time.Now()
 		var n int
@@ -342,12 +342,12 @@ func (s *GatherService) runWrite(ctx context.Context, p Peer, st *cmdState, c *c
 			wr := WorkRequest{ID: uint64(i), Op: OpRead, Len: uint32(n), LocalKey: key,
 				LocalOff: uint64(pl.slots[i].lease.Offset()), RemoteKey: c.peerKey, RemoteOff: c.peerOff + at}
 			st.wrs = append(st.wrs[:0], wr)
-			stage.Begin(stage.ChunkID(c.opID, int(issued)), stage.Post)
+			stage.Begin(stage.ChunkID(c.markID, int(issued)), stage.Post)
 			if issued == 0 {
 				out.fill = time.Since(c.received)
 			}
 			err = pl.post(ctx, i, st.wrs)
-			stage.End(stage.ChunkID(c.opID, int(issued)), stage.Post, n)
+			stage.End(stage.ChunkID(c.markID, int(issued)), stage.Post, n)
 			order[issued%uint64(c.slots)] = i
 			issued++
 			if err != nil {
@@ -366,7 +366,7 @@ func (s *GatherService) runWrite(ctx context.Context, p Peer, st *cmdState, c *c
 			break
 		}
 		at, n := chunkAt(done)
-		cid := stage.ChunkID(c.opID, int(done))
+		cid := stage.ChunkID(c.markID, int(done))
 		stage.Begin(cid, stage.Scatter)
 		t := time.Now()
 		rng.scatterFrom(c.own, pl.slots[i].lease.Bytes()[:n], at)

@@ -25,5 +25,11 @@
 // A begin and its end are matched by the explicit pair (op id, stage), never
 // by the thread: stages of one operation run on several goroutines. Chunk
 // stages use the chunk's own id (see ChunkID) so that chunks of one
-// operation in flight at once do not collide.
+// operation in flight at once do not collide. The engine draws operation
+// ids, and the gather service the ids of the commands it serves, from one
+// process-wide counter, so the pair is unique within a process; a profiler
+// of several processes adds the process to the key.
+//
+// Entries gives the markers' addresses in the running process, for a
+// profiler that probes itself (the symbol table may be stripped).
 package stage
