@@ -1,0 +1,5 @@
+package probe_test
+
+import "runtime"
+
+func runtimeGOROOT() string { return runtime.GOROOT() }

@@ -1,0 +1,195 @@
+package probe_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/tools/cmd/scatterprof/internal/fixture"
+	"github.com/scatterkit/scatterkit/tools/cmd/scatterprof/internal/probe"
+	"github.com/scatterkit/scatterkit/tools/cmd/scatterprof/internal/report"
+	"github.com/scatterkit/scatterkit/verbs/stage"
+)
+
+func newProfiler(t *testing.T) *probe.Profiler {
+	t.Helper()
+	fixture.RequireEBPF(t)
+	p, err := probe.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return p
+}
+
+func read(t *testing.T, p *probe.Profiler) report.Snapshot {
+	t.Helper()
+	var s report.Snapshot
+	require.NoError(t, p.Read(&s))
+	return s
+}
+
+// modeBucket is the fullest bucket of a histogram.
+func modeBucket(h *[report.Buckets]uint64) int {
+	best := 0
+	for i, c := range h {
+		if c > h[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// TestStageMedians runs the fixture with stages whose busy waits sit in
+// the middle of a log2 bucket (and of one of its sub-buckets) and checks
+// what the kernel recorded: every interval, the medians in the right log2
+// buckets, the fullest sub-bucket where the wait lies, the bytes.
+func TestStageMedians(t *testing.T) {
+	p := newProfiler(t)
+	cal, err := p.Calibrate(5000)
+	require.NoError(t, err)
+	t.Logf("calibration %+v", cal)
+	require.Positive(t, cal.Bias)
+	require.Less(t, cal.Bias, 100*time.Microsecond)
+
+	const ops = 200
+	stages := "plan=22.5us,pack=180us,decode=1.44ms"
+	spec, err := fixture.ParseStages(stages)
+	require.NoError(t, err)
+	bin := fixture.Build(t, fixture.ProgPackage, "")
+	f := fixture.Start(t, bin, "-ops", "200", "-stages", stages, "-pause-at", "0", "-bytes", "264")
+	tg, err := p.Attach(f.Cmd.Process.Pid)
+	require.NoError(t, err)
+	require.True(t, tg.Markers.Emulated, "the markers should start with the 5-byte NOP")
+	f.Expect("paused 0")
+	f.Go()
+	n, sum := f.Finish()
+	require.Equal(t, ops, n)
+	require.Equal(t, fixture.Expect(ops, spec), sum, "the probed fixture computed a different checksum")
+
+	s := read(t, p)
+	require.Zero(t, s.Counters.Unmatched)
+	require.Zero(t, s.Counters.ReadErrors)
+	require.Zero(t, s.Counters.BadStage)
+	require.Zero(t, s.Counters.StoreErrors)
+	require.Equal(t, uint64(ops*(len(spec)+1)), s.Counters.Ends)
+	require.Zero(t, s.Stages[report.CalibrationStage].Count, "calibration data must be cleared")
+	for _, sp := range spec {
+		st := &s.Stages[sp.Stage]
+		p50 := report.Quantile(&st.Hist, 0.5)
+		t.Logf("%-7s spin %-8v count %d p50 %.1fus mean %.1fus p99 %.1fus", sp.Stage, sp.Spin, st.Count,
+			p50/1e3, float64(st.SumNs)/float64(st.Count)/1e3, report.Quantile(&st.Hist, 0.99)/1e3)
+		require.Equal(t, uint64(ops), st.Count, sp.Stage.String())
+		require.Equal(t, uint64(ops*264), st.Bytes, sp.Stage.String())
+		require.Equal(t, report.Log2Bucket(uint64(sp.Spin)), report.Log2Bucket(uint64(p50)),
+			"%s: median %.0f ns is not in the log2 bucket of %v", sp.Stage, p50, sp.Spin)
+		require.Equal(t, report.BucketOf(uint64(sp.Spin)), modeBucket(&st.Hist),
+			"%s: the fullest bucket is not the one holding %v", sp.Stage, sp.Spin)
+		var total uint64
+		for _, c := range st.Hist {
+			total += c
+		}
+		require.Equal(t, st.Count, total)
+	}
+	op := &s.Stages[stage.Op]
+	require.Equal(t, uint64(ops), op.Count)
+	require.Equal(t, uint64(ops*264*len(spec)), op.Bytes)
+	var inner uint64
+	for _, sp := range spec {
+		inner += s.Stages[sp.Stage].SumNs
+	}
+	require.GreaterOrEqual(t, op.SumNs, inner, "an operation lasts at least as long as its stages")
+}
+
+// TestAttachDetach attaches, detaches and attaches again while the fixture
+// runs: exactly the operations run while attached are recorded, and the
+// fixture runs to its end with the right checksum.
+func TestAttachDetach(t *testing.T) {
+	p := newProfiler(t)
+	bin := fixture.Build(t, fixture.ProgPackage, "")
+	stages := "plan=20us,pack=40us"
+	spec, err := fixture.ParseStages(stages)
+	require.NoError(t, err)
+	f := fixture.Start(t, bin, "-ops", "300", "-stages", stages, "-pause-at", "0,100,200")
+	pid := f.Cmd.Process.Pid
+
+	f.Expect("paused 0")
+	_, err = p.Attach(pid)
+	require.NoError(t, err)
+	f.Go()
+	f.Expect("paused 100")
+	s := read(t, p)
+	require.Equal(t, uint64(100), s.Stages[stage.Op].Count)
+	require.Equal(t, uint64(100), s.Stages[stage.Pack].Count)
+
+	require.NoError(t, p.Detach(pid))
+	require.Empty(t, p.Targets())
+	f.Go()
+	f.Expect("paused 200")
+	s = read(t, p)
+	require.Equal(t, uint64(100), s.Stages[stage.Op].Count, "a detached process must not be recorded")
+
+	_, err = p.Attach(pid)
+	require.NoError(t, err)
+	f.Go()
+	n, sum := f.Finish()
+	require.Equal(t, 300, n)
+	require.Equal(t, fixture.Expect(300, spec), sum)
+	s = read(t, p)
+	require.Equal(t, uint64(200), s.Stages[stage.Op].Count)
+	require.Equal(t, uint64(200), s.Stages[stage.Plan].Count)
+	require.Zero(t, s.Counters.Unmatched)
+	require.NoError(t, p.Detach(pid), "detaching an exited process")
+}
+
+// TestRefusals checks the errors for executables and processes the
+// profiler cannot use.
+func TestRefusals(t *testing.T) {
+	p := newProfiler(t)
+
+	stripped := fixture.Build(t, fixture.ProgPackage, "-s -w")
+	_, err := probe.CheckExecutable(stripped)
+	require.ErrorIs(t, err, probe.ErrStripped)
+	f := fixture.Start(t, stripped, "-ops", "1", "-pause-at", "0")
+	_, err = p.Attach(f.Cmd.Process.Pid)
+	require.ErrorIs(t, err, probe.ErrStripped)
+	var ee *probe.ExecError
+	require.True(t, errors.As(err, &ee))
+	require.Equal(t, f.Cmd.Process.Pid, ee.PID)
+	f.Go()
+	f.Finish()
+
+	// A Go program without the engine.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() { println(\"hi\") }\n"), 0o644))
+	plain := filepath.Join(dir, "plain")
+	build := exec.Command(filepath.Join(runtimeGOROOT(), "bin", "go"), "build", "-o", plain, "main.go")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOWORK=off", "GO111MODULE=off")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	_, err = probe.CheckExecutable(plain)
+	require.ErrorIs(t, err, probe.ErrNoMarkers)
+
+	_, err = probe.CheckExecutable(filepath.Join(dir, "main.go"))
+	require.Error(t, err)
+
+	// A process that is gone.
+	gone := exec.Command(plain)
+	require.NoError(t, gone.Run())
+	_, err = p.Attach(gone.Process.Pid)
+	require.ErrorIs(t, err, probe.ErrTargetExited)
+	_, err = p.Attach(-1)
+	require.ErrorIs(t, err, probe.ErrTargetExited)
+	require.Empty(t, p.Targets())
+
+	_, err = p.Calibrate(0)
+	require.Error(t, err)
+	require.NoError(t, p.Close())
+	_, err = p.Attach(os.Getpid())
+	require.ErrorIs(t, err, probe.ErrClosed)
+	require.ErrorIs(t, p.Read(&report.Snapshot{}), probe.ErrClosed)
+}
