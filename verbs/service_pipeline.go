@@ -270,7 +270,12 @@ func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *co
 			n = rng.packInto(buf, c.own)
 		}
 		out.pack += time.Since(t)
-		stage.End(cid, stage.Pack, uint64(n))
+		if n > 0 {
+			// Posting follows packing directly: one marker for both.
+			stage.Next(cid, stage.Pack, stage.Post, uint64(n))
+		} else {
+			stage.End(cid, stage.Pack, 0)
+		}
 		base, off := stream, uint64(sl.lease.Offset())
 		wrs := st.wrs[:0]
 		rc.each(stream, stream+uint64(n), func(dst, at, l uint64) {
@@ -284,7 +289,6 @@ func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *co
 			// Only skipped rows: nothing to send.
 			continue
 		}
-		stage.Begin(cid, stage.Post)
 		if out.fill == 0 {
 			out.fill = time.Since(c.received)
 		}

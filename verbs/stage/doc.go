@@ -4,11 +4,12 @@
 // (tools/cmd/scatterprof) can attach entry uprobes to them and time each
 // stage without any instrumentation in the hot path.
 //
-// A marker does nothing. On amd64 each one is an assembly function whose
-// first instruction is a 5-byte NOP, the cheapest instruction for a uprobe to
-// emulate (see ../shared/MACHINE.md: 0.8 us per hit versus 5-6 us when the
-// first instruction must be single-stepped); elsewhere it is an empty
-// non-inlined Go function. Unprobed, a marker costs one call.
+// A marker does nothing. On amd64 each one is an assembly function that
+// loads its arguments into registers and runs a 5-byte NOP, the probe point,
+// the cheapest instruction for a uprobe to emulate (see ../shared/MACHINE.md:
+// 0.8 us per hit versus 5-6 us when the instruction must be single-stepped);
+// elsewhere it is an empty non-inlined Go function. Unprobed, a marker costs
+// one call and a few moves.
 //
 // # Probe ABI
 //
@@ -16,11 +17,27 @@
 // begin and end directly. On amd64 these are ABI0 assembly functions whose
 // ELF symbols are github.com/scatterkit/scatterkit/verbs/stage.begin.abi0 and
 // .end.abi0 (the linker's suffix for ABI0 text symbols); elsewhere the
-// symbols carry no suffix. On amd64, at entry the return address is at 0(SP)
-// and the arguments follow on the stack, 8 bytes each:
+// symbols carry no suffix. On amd64 their code is exactly
 //
-//	begin: 8(SP) op id (uint64), 16(SP) stage (uint64)
-//	end:   8(SP) op id (uint64), 16(SP) stage (uint64), 24(SP) bytes (uint64)
+//	begin: 48 8b 44 24 08    MOVQ 8(SP), AX    op id
+//	       48 8b 5c 24 10    MOVQ 16(SP), BX   stage
+//	       0f 1f 44 00 00    NOPL              probe point, symbol + 10
+//	       c3                RET
+//	end:   48 8b 44 24 08    MOVQ 8(SP), AX    op id
+//	       48 8b 5c 24 10    MOVQ 16(SP), BX   stage
+//	       48 8b 4c 24 18    MOVQ 24(SP), CX   bytes
+//	       0f 1f 44 00 00    NOPL              probe point, symbol + 15
+//	       c3                RET
+//	next:  48 8b 44 24 08    MOVQ 8(SP), AX    op id
+//	       48 8b 5c 24 10    MOVQ 16(SP), BX   the stage that ends
+//	       48 8b 4c 24 20    MOVQ 32(SP), CX   its bytes
+//	       48 8b 54 24 18    MOVQ 24(SP), DX   the stage that begins
+//	       0f 1f 44 00 00    NOPL              probe point, symbol + 20
+//	       c3                RET
+//
+// so a uprobe on the NOP finds the arguments in the registers it saved (ax,
+// bx, cx, dx of struct pt_regs). A profiler checks these bytes before it
+// attaches; changing them is a change of the ABI.
 //
 // A begin and its end are matched by the explicit pair (op id, stage), never
 // by the thread: stages of one operation run on several goroutines. Chunk

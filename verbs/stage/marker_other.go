@@ -8,5 +8,8 @@ func begin(id, stage uint64) {}
 //go:noinline
 func end(id, stage, bytes uint64) {}
 
-// Entries returns 0, 0: only amd64 has the probe ABI.
-func Entries() (begin, end uintptr) { return 0, 0 }
+//go:noinline
+func next(id, from, to, bytes uint64) {}
+
+// Entries returns zeros: only amd64 has the probe ABI.
+func Entries() (begin, end, next uintptr) { return 0, 0, 0 }

@@ -53,3 +53,9 @@ func Begin(id uint64, s Stage) { begin(id, uint64(s)) }
 // End marks the end of stage s of operation (or chunk) id, with the bytes
 // that stage moved (0 where it moves none).
 func End(id uint64, s Stage, bytes uint64) { end(id, uint64(s), bytes) }
+
+// Next marks, at one instant, the end of stage from of id (with the bytes
+// it moved) and the beginning of stage to of the same id: where one stage
+// follows another directly, one marker call (one probe hit) instead of
+// two. It is End(id, from, bytes) followed by Begin(id, to).
+func Next(id uint64, from, to Stage, bytes uint64) { next(id, uint64(from), uint64(to), bytes) }

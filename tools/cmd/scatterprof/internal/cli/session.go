@@ -180,9 +180,6 @@ func (s *session) attach(pid int) error {
 	defer s.mu.Unlock()
 	s.live[pid] = true
 	s.targets = append(s.targets, report.Target{PID: pid, Exe: t.Exe})
-	if !t.Markers.Emulated {
-		fmt.Fprintf(s.errOut, "scatterprof: process %d: the markers do not start with a 5-byte NOP; each probe hit is single-stepped (several times dearer)\n", pid)
-	}
 	return nil
 }
 

@@ -20,6 +20,9 @@ var (
 	// ErrNoMarkers: the executable does not contain the engine's stage
 	// markers (it does not link package verbs).
 	ErrNoMarkers = errors.New("scatterprof: the executable has no scatterkit stage markers (it does not link github.com/scatterkit/scatterkit/verbs)")
+	// ErrMarkerABI: the executable's markers are not the code this
+	// profiler knows how to probe (another scatterkit version).
+	ErrMarkerABI = errors.New("scatterprof: the executable's stage markers do not match this profiler's probe ABI (build both from the same scatterkit version)")
 	// ErrTargetExited: the process is gone.
 	ErrTargetExited = errors.New("scatterprof: the target process exited")
 	// ErrNotSupported: this platform cannot run the profiler (Linux on

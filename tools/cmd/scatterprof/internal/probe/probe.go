@@ -111,7 +111,7 @@ func (p *Profiler) Attach(pid int) (*Target, error) {
 	return p.attachLocked(pid, path, exe, m)
 }
 
-// attachLocked attaches both programs to process pid at the markers' file
+// attachLocked attaches the programs to process pid at the markers' file
 // offsets in the executable at path.
 func (p *Profiler) attachLocked(pid int, path, exe string, m Markers) (*Target, error) {
 	ex, err := link.OpenExecutable(path)
@@ -123,7 +123,11 @@ func (p *Profiler) attachLocked(pid int, path, exe string, m Markers) (*Target, 
 		sym  string
 		off  uint64
 		prog *ebpf.Program
-	}{{BeginSymbol, m.Begin, p.coll.Programs["begin"]}, {EndSymbol, m.End, p.coll.Programs["end"]}} {
+	}{{BeginSymbol, m.Begin, p.coll.Programs["begin"]}, {EndSymbol, m.End, p.coll.Programs["end"]},
+		{NextSymbol, m.Next, p.coll.Programs["next"]}} {
+		if a.off == 0 {
+			continue // no next marker in this executable
+		}
 		l, err := ex.Uprobe(a.sym, a.prog, &link.UprobeOptions{PID: pid, Address: a.off})
 		if err != nil {
 			closeLinks(t.links)
@@ -218,7 +222,7 @@ func (p *Profiler) Read(snap *report.Snapshot) error {
 		c.Begins += v[ctrBegins]
 		c.Ends += v[ctrEnds]
 		c.Unmatched += v[ctrUnmatched]
-		c.ReadErrors += v[ctrReadErr]
+		c.Nexts += v[ctrNexts]
 		c.BadStage += v[ctrBadStage]
 		c.StoreErrors += v[ctrStoreErr]
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,8 +47,15 @@ func modeBucket(h *[report.Buckets]uint64) int {
 // TestStageMedians runs the fixture with stages whose busy waits sit in
 // the middle of a log2 bucket (and of one of its sub-buckets) and checks
 // what the kernel recorded: every interval, the medians in the right log2
-// buckets, the fullest sub-bucket where the wait lies, the bytes.
+// buckets, the fullest sub-bucket where the wait lies, the bytes; with
+// begin/end pairs and with one stage.Next at each boundary.
 func TestStageMedians(t *testing.T) {
+	for _, next := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pairs", true: "next"}[next], func(t *testing.T) { testStageMedians(t, next) })
+	}
+}
+
+func testStageMedians(t *testing.T, next bool) {
 	p := newProfiler(t)
 	cal, err := p.Calibrate(5000)
 	require.NoError(t, err)
@@ -60,10 +68,10 @@ func TestStageMedians(t *testing.T) {
 	spec, err := fixture.ParseStages(stages)
 	require.NoError(t, err)
 	bin := fixture.Build(t, fixture.ProgPackage, "")
-	f := fixture.Start(t, bin, "-ops", "200", "-stages", stages, "-pause-at", "0", "-bytes", "264")
-	tg, err := p.Attach(f.Cmd.Process.Pid)
+	f := fixture.Start(t, bin, "-ops", "200", "-stages", stages, "-pause-at", "0", "-bytes", "264",
+		"-next="+strconv.FormatBool(next))
+	_, err = p.Attach(f.Cmd.Process.Pid)
 	require.NoError(t, err)
-	require.True(t, tg.Markers.Emulated, "the markers should start with the 5-byte NOP")
 	f.Expect("paused 0")
 	f.Go()
 	n, sum := f.Finish()
@@ -72,10 +80,16 @@ func TestStageMedians(t *testing.T) {
 
 	s := read(t, p)
 	require.Zero(t, s.Counters.Unmatched)
-	require.Zero(t, s.Counters.ReadErrors)
 	require.Zero(t, s.Counters.BadStage)
 	require.Zero(t, s.Counters.StoreErrors)
 	require.Equal(t, uint64(ops*(len(spec)+1)), s.Counters.Ends)
+	if next {
+		require.Equal(t, uint64(ops*(len(spec)-1)), s.Counters.Nexts)
+		require.Equal(t, uint64(ops*(len(spec)+3)), s.Counters.Hits(), "op pair, first begin, nexts, last end")
+	} else {
+		require.Zero(t, s.Counters.Nexts)
+		require.Equal(t, uint64(ops*2*(len(spec)+1)), s.Counters.Hits())
+	}
 	require.Zero(t, s.Stages[report.CalibrationStage].Count, "calibration data must be cleared")
 	for _, sp := range spec {
 		st := &s.Stages[sp.Stage]

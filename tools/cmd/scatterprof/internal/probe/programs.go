@@ -11,17 +11,29 @@ import (
 
 // The kernel side, written with the asm package (no C toolchain).
 //
-// begin (entry of stage.begin.abi0): reads id and stage from the caller's
-// stack (8(SP), 16(SP)), stores the time under the key {id, stage | tgid<<32}
-// in the LRU hash "starts".
+// The programs sit on the markers' probe points, where the marker has moved
+// its arguments into registers (package verbs/stage, "Probe ABI"): AX the
+// op id, BX the stage (next: the stage that ends), CX the bytes, DX (next)
+// the stage that begins. They read them from the saved registers; nothing
+// is copied from user memory.
 //
-// end (entry of stage.end.abi0): takes the time first, reads id, stage and
-// bytes (8(SP), 16(SP), 24(SP)), looks the key up, deletes it, subtracts the
-// calibrated bias and adds the interval to the stage's per-CPU record:
-// log2 histogram bucket, count, sum of nanoseconds, bytes.
+// begin: takes the time last and stores {id, stage | tgid<<32, time} in a
+// free way of the set of the array "starts" that the key hashes to (a set
+// is one cache line of two ways; with both ways taken it replaces the
+// first and counts a store error).
 //
-// No per-event data leaves the kernel: user space reads the per-CPU
-// records when it refreshes.
+// end: takes the time first and looks for the key in its set; where a way
+// holds it, it frees the way, subtracts the calibrated bias and adds the
+// interval to the stage's per-CPU record: log2 histogram bucket, count, sum
+// of nanoseconds, bytes. A key in neither way (attached mid-stage, or its
+// start replaced) counts as unmatched.
+//
+// next: end of one stage and begin of the next at one time, in one probe
+// hit.
+//
+// Every map access is an array lookup, which the verifier inlines: no
+// locks, no allocation. No per-event data leaves the kernel: user space
+// reads the per-CPU records when it refreshes.
 
 // Record layout of one stage in the per-CPU array "stages" (uint64 words).
 const (
@@ -35,10 +47,10 @@ const (
 const (
 	ctrBegins    = iota // begin probes that stored a start
 	ctrEnds             // end probes that matched a begin
-	ctrUnmatched        // end probes with no begin (attached mid-stage, or evicted)
-	ctrReadErr          // probes that could not read the marker's arguments
+	ctrUnmatched        // end probes whose begin was not found (attached mid-stage, or its start replaced)
+	ctrNexts            // next probes (each also counted as an end and a begin)
 	ctrBadStage         // probes with a stage number >= report.MaxStages
-	ctrStoreErr         // begin probes whose start could not be stored
+	ctrStoreErr         // begin probes that found both ways of their set taken and replaced one
 	nCounters
 )
 
@@ -48,28 +60,50 @@ const (
 	nConfig
 )
 
-// ptRegsSP is the offset of sp in struct pt_regs on x86-64.
-const ptRegsSP = 152
+// Offsets in struct pt_regs on x86-64 of the registers the markers load.
+const (
+	ptRegsBX = 40
+	ptRegsAX = 80
+	ptRegsCX = 88
+	ptRegsDX = 96
+)
 
-// startEntries bounds the stages open at once (per profiler, all targets).
-const startEntries = 1 << 16
+// Stack slots of the programs (offsets from the frame pointer).
+const (
+	fpKey      = -8  // a map key (uint32)
+	fpInterval = -16 // the interval being recorded
+	fpNow      = -24 // the probe's time
+	fpReplaced = -32 // begin: a way was taken over (uint32)
+)
+
+// Open stages live in a table of 2^setBits sets of two ways; a way is
+// wayWords words: id, stage | tgid<<32 (0 when free), start time, spare.
+// A set is one 64-byte cache line: a probe touches one line. The table
+// (128 KiB) stays small so that its lines stay in cache.
+const (
+	setBits  = 11
+	wayWords = 4
+	// setMul mixes a key into its set (Fibonacci hashing).
+	setMul = -7046029254386353131 // 0x9E3779B97F4A7C15 as int64
+)
 
 func mapSpecs() map[string]*ebpf.MapSpec {
 	return map[string]*ebpf.MapSpec{
-		"starts":   {Name: "sk_starts", Type: ebpf.LRUHash, KeySize: 16, ValueSize: 8, MaxEntries: startEntries},
+		"starts":   {Name: "sk_starts", Type: ebpf.Array, KeySize: 4, ValueSize: 2 * wayWords * 8, MaxEntries: 1 << setBits},
 		"stages":   {Name: "sk_stages", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: recWords * 8, MaxEntries: report.MaxStages},
 		"counters": {Name: "sk_counters", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: nCounters * 8, MaxEntries: 1},
 		"config":   {Name: "sk_config", Type: ebpf.Array, KeySize: 4, ValueSize: nConfig * 8, MaxEntries: 1},
 	}
 }
 
-// count adds one to counter slot c. It clobbers R0-R5 and fp-40.
+// count adds one to counter slot c and falls through to label. It clobbers
+// R0-R5 and the key slot.
 func count(c int, label string) asm.Instructions {
 	return asm.Instructions{
-		asm.StoreImm(asm.RFP, -40, 0, asm.Word),
+		asm.StoreImm(asm.RFP, fpKey, 0, asm.Word),
 		asm.LoadMapPtr(asm.R1, 0).WithReference("counters"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -40),
+		asm.Add.Imm(asm.R2, fpKey),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, label),
 		asm.Mov.Imm(asm.R1, 1),
@@ -78,153 +112,195 @@ func count(c int, label string) asm.Instructions {
 	}
 }
 
-// exitWith counts c and returns.
-func exitWith(c int, sym, label string) asm.Instructions {
-	ins := count(c, label)
+// countThen counts c under the symbol sym and jumps to next.
+func countThen(c int, sym, next string) asm.Instructions {
+	ins := count(c, sym+"_counted")
 	ins[0] = ins[0].WithSymbol(sym)
-	return append(ins, asm.Return())
+	return append(ins, asm.Ja.Label(next))
 }
 
-// readArgs reads n bytes of the marker's stack arguments (from 8(SP)) to
-// fp+dst; on failure it jumps to "readerr".
-func readArgs(dst int32, n int32) asm.Instructions {
+// keySet loads the op id into R7 and the stage (from the saved register at
+// stageReg) into R8, checks the stage (else jumps to pfx+"badstage"),
+// turns R8 into stage | tgid<<32, and leaves in R0 a pointer to the key's
+// set (or jumps to pfx+"out" if the lookup fails). It clobbers R1-R5 and
+// the key slot.
+func keySet(pfx string, stageReg int16) asm.Instructions {
 	return asm.Instructions{
-		asm.LoadMem(asm.R3, asm.R6, ptRegsSP, asm.DWord),
-		asm.Add.Imm(asm.R3, 8),
-		asm.Mov.Reg(asm.R1, asm.RFP),
-		asm.Add.Imm(asm.R1, dst),
-		asm.Mov.Imm(asm.R2, n),
-		asm.FnProbeReadUser.Call(),
-		asm.JNE.Imm(asm.R0, 0, "readerr"),
-	}
-}
-
-// stageKey checks the stage in R7 and turns the stage word at fp+off into
-// stage | tgid<<32.
-func stageKey(off int16) asm.Instructions {
-	return asm.Instructions{
-		asm.JGE.Imm(asm.R7, report.MaxStages, "badstage"),
+		asm.LoadMem(asm.R7, asm.R6, ptRegsAX, asm.DWord),
+		asm.LoadMem(asm.R8, asm.R6, stageReg, asm.DWord),
+		asm.JGE.Imm(asm.R8, report.MaxStages, pfx+"badstage"),
 		asm.FnGetCurrentPidTgid.Call(),
 		asm.RSh.Imm(asm.R0, 32),
 		asm.LSh.Imm(asm.R0, 32),
-		asm.Or.Reg(asm.R0, asm.R7),
-		asm.StoreMem(asm.RFP, off, asm.R0, asm.DWord),
-	}
-}
-
-// beginProgram: stack fp-16 id, fp-8 stage (then the key's second word),
-// fp-24 the start time.
-func beginProgram() asm.Instructions {
-	ins := asm.Instructions{asm.Mov.Reg(asm.R6, asm.R1)}
-	ins = append(ins, readArgs(-16, 16)...)
-	ins = append(ins, asm.LoadMem(asm.R7, asm.RFP, -8, asm.DWord))
-	ins = append(ins, stageKey(-8)...)
-	ins = append(ins,
-		asm.FnKtimeGetNs.Call(),
-		asm.StoreMem(asm.RFP, -24, asm.R0, asm.DWord),
+		asm.Or.Reg(asm.R8, asm.R0),
+		// set = ((id ^ key2*mul) * mul) >> (64 - setBits)
+		asm.LoadImm(asm.R1, setMul, asm.DWord),
+		asm.Mov.Reg(asm.R2, asm.R8),
+		asm.Mul.Reg(asm.R2, asm.R1),
+		asm.Xor.Reg(asm.R2, asm.R7),
+		asm.Mul.Reg(asm.R2, asm.R1),
+		asm.RSh.Imm(asm.R2, 64-setBits),
+		asm.StoreMem(asm.RFP, fpKey, asm.R2, asm.Word),
 		asm.LoadMapPtr(asm.R1, 0).WithReference("starts"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -16),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -24),
-		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
-		asm.FnMapUpdateElem.Call(),
-		asm.JNE.Imm(asm.R0, 0, "storeerr"),
-	)
-	ins = append(ins, exitWith(ctrBegins, "ok", "ok_done")...)
-	ins = append(ins, exitWith(ctrStoreErr, "storeerr", "storeerr_done")...)
-	ins = append(ins, exitWith(ctrReadErr, "readerr", "readerr_done")...)
-	ins = append(ins, exitWith(ctrBadStage, "badstage", "badstage_done")...)
-	return ins
-}
-
-// endProgram: R8 the end time, then the interval; stack fp-24 id, fp-16
-// stage (then the key's second word), fp-8 bytes; R7 the stage; R9 the
-// bucket.
-func endProgram() asm.Instructions {
-	ins := asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.FnKtimeGetNs.Call(),
-		asm.Mov.Reg(asm.R8, asm.R0),
-	}
-	ins = append(ins, readArgs(-24, 24)...)
-	ins = append(ins, asm.LoadMem(asm.R7, asm.RFP, -16, asm.DWord))
-	ins = append(ins, stageKey(-16)...)
-	ins = append(ins,
-		asm.LoadMapPtr(asm.R1, 0).WithReference("starts"),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -24),
+		asm.Add.Imm(asm.R2, fpKey),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "unmatched"),
+		asm.JEq.Imm(asm.R0, 0, pfx+"out"),
+	}
+}
+
+// beginPart stores the start of the stage in the saved register stageReg.
+// With stamp it takes the time itself (last, after the lookup); else it
+// uses the time at fpNow. It ends at pfx+"out".
+func beginPart(pfx string, stageReg int16, stamp bool) asm.Instructions {
+	ins := keySet(pfx, stageReg)
+	ins = append(ins,
+		// R9: the first free way, else the first way (counted).
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.LoadMem(asm.R1, asm.R9, 8, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, pfx+"fresh"),
+		asm.Add.Imm(asm.R9, wayWords*8),
+		asm.LoadMem(asm.R1, asm.R9, 8, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, pfx+"fresh"),
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.StoreImm(asm.RFP, fpReplaced, 1, asm.Word),
+		asm.Ja.Label(pfx+"stamp"),
+		asm.StoreImm(asm.RFP, fpReplaced, 0, asm.Word).WithSymbol(pfx+"fresh"),
+	)
+	if stamp {
+		ins = append(ins,
+			asm.FnKtimeGetNs.Call().WithSymbol(pfx+"stamp"),
+			asm.StoreMem(asm.RFP, fpNow, asm.R0, asm.DWord),
+		)
+	} else {
+		ins = append(ins, asm.LoadMem(asm.R0, asm.RFP, fpNow, asm.DWord).WithSymbol(pfx+"stamp"))
+	}
+	ins = append(ins,
+		asm.StoreMem(asm.R9, 0, asm.R7, asm.DWord),
+		asm.StoreMem(asm.R9, 16, asm.R0, asm.DWord),
+		asm.StoreMem(asm.R9, 8, asm.R8, asm.DWord),
+		asm.LoadMem(asm.R1, asm.RFP, fpReplaced, asm.Word),
+		asm.JNE.Imm(asm.R1, 0, pfx+"replaced"),
+	)
+	ins = append(ins, countThen(ctrBegins, pfx+"ok", pfx+"out")...)
+	ins = append(ins, countThen(ctrStoreErr, pfx+"replaced", pfx+"out")...)
+	ins = append(ins, countThen(ctrBadStage, pfx+"badstage", pfx+"out")...)
+	return append(ins, asm.Mov.Imm(asm.R0, 0).WithSymbol(pfx+"out"))
+}
+
+// endPart records the stage in the saved register stageReg as ending at
+// fpNow with the bytes in the saved register bytesReg. It ends at
+// pfx+"out". R9 holds the interval, R7 becomes the bucket.
+func endPart(pfx string, stageReg, bytesReg int16) asm.Instructions {
+	ins := keySet(pfx, stageReg)
+	ins = append(ins,
+		// R0: the way holding the key.
+		asm.LoadMem(asm.R1, asm.R0, 8, asm.DWord),
+		asm.JNE.Reg(asm.R1, asm.R8, pfx+"way1"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-		asm.Sub.Reg(asm.R8, asm.R1),
-		asm.LoadMapPtr(asm.R1, 0).WithReference("starts"),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -24),
-		asm.FnMapDeleteElem.Call(),
+		asm.JEq.Reg(asm.R1, asm.R7, pfx+"found"),
+		asm.Add.Imm(asm.R0, wayWords*8).WithSymbol(pfx+"way1"),
+		asm.LoadMem(asm.R1, asm.R0, 8, asm.DWord),
+		asm.JNE.Reg(asm.R1, asm.R8, pfx+"unmatched"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.JNE.Reg(asm.R1, asm.R7, pfx+"unmatched"),
+		asm.LoadMem(asm.R1, asm.R0, 16, asm.DWord).WithSymbol(pfx+"found"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.StoreMem(asm.R0, 8, asm.R2, asm.DWord), // free the way
+		asm.LoadMem(asm.R9, asm.RFP, fpNow, asm.DWord),
+		asm.Sub.Reg(asm.R9, asm.R1),
 
 		// Subtract the calibrated bias, saturating at zero.
-		asm.StoreImm(asm.RFP, -32, 0, asm.Word),
+		asm.StoreImm(asm.RFP, fpKey, 0, asm.Word),
 		asm.LoadMapPtr(asm.R1, 0).WithReference("config"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -32),
+		asm.Add.Imm(asm.R2, fpKey),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "bucket"),
+		asm.JEq.Imm(asm.R0, 0, pfx+"bucket"),
 		asm.LoadMem(asm.R1, asm.R0, cfgBias*8, asm.DWord),
-		asm.JGT.Reg(asm.R8, asm.R1, "sub"),
-		asm.Mov.Imm(asm.R8, 0),
-		asm.Ja.Label("bucket"),
-		asm.Sub.Reg(asm.R8, asm.R1).WithSymbol("sub"),
-
-		// Bucket: below 4 ns the value itself; else 4*lg + next two bits.
-		asm.Mov.Reg(asm.R9, asm.R8).WithSymbol("bucket"),
-		asm.JLT.Imm(asm.R8, 4, "have"),
-		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.JGT.Reg(asm.R9, asm.R1, pfx+"sub"),
 		asm.Mov.Imm(asm.R9, 0),
+		asm.Ja.Label(pfx+"bucket"),
+		asm.Sub.Reg(asm.R9, asm.R1).WithSymbol(pfx+"sub"),
+
+		// R7 becomes the bucket: below 4 ns the value itself, else
+		// 4*lg + the next two bits.
+		asm.StoreMem(asm.RFP, fpInterval, asm.R9, asm.DWord).WithSymbol(pfx+"bucket"),
+		asm.Mov.Reg(asm.R7, asm.R9),
+		asm.JLT.Imm(asm.R9, 4, pfx+"have"),
+		asm.Mov.Reg(asm.R1, asm.R9),
+		asm.Mov.Imm(asm.R7, 0),
 	)
 	for _, sh := range []int32{32, 16, 8, 4, 2, 1} {
-		skip := fmt.Sprintf("lg%d", sh)
+		skip := fmt.Sprintf("%slg%d", pfx, sh)
 		ins = append(ins,
 			asm.Mov.Reg(asm.R2, asm.R1),
 			asm.RSh.Imm(asm.R2, sh),
 			asm.JEq.Imm(asm.R2, 0, skip),
 			asm.Mov.Reg(asm.R1, asm.R2),
-			asm.Add.Imm(asm.R9, sh),
+			asm.Add.Imm(asm.R7, sh),
 			asm.Mov.Reg(asm.R2, asm.R2).WithSymbol(skip), // no-op landing
 		)
 	}
 	ins = append(ins,
-		asm.Mov.Reg(asm.R2, asm.R9),
+		asm.Mov.Reg(asm.R2, asm.R7),
 		asm.Sub.Imm(asm.R2, 2),
-		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.Mov.Reg(asm.R1, asm.R9),
 		asm.RSh.Reg(asm.R1, asm.R2),
 		asm.And.Imm(asm.R1, 3),
-		asm.LSh.Imm(asm.R9, 2),
-		asm.Add.Reg(asm.R9, asm.R1),
-		asm.And.Imm(asm.R9, report.Buckets-1).WithSymbol("have"),
+		asm.LSh.Imm(asm.R7, 2),
+		asm.Add.Reg(asm.R7, asm.R1),
+		asm.And.Imm(asm.R7, report.Buckets-1).WithSymbol(pfx+"have"),
 
-		// The stage's per-CPU record.
-		asm.StoreMem(asm.RFP, -32, asm.R7, asm.Word),
+		// The stage's per-CPU record (the stage is R8's low word).
+		asm.StoreMem(asm.RFP, fpKey, asm.R8, asm.Word),
 		asm.LoadMapPtr(asm.R1, 0).WithReference("stages"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -32),
+		asm.Add.Imm(asm.R2, fpKey),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "done"),
-		asm.LSh.Imm(asm.R9, 3),
+		asm.JEq.Imm(asm.R0, 0, pfx+"out"),
+		asm.LSh.Imm(asm.R7, 3),
 		asm.Mov.Reg(asm.R1, asm.R0),
-		asm.Add.Reg(asm.R1, asm.R9),
+		asm.Add.Reg(asm.R1, asm.R7),
 		asm.Mov.Imm(asm.R2, 1),
 		asm.AddAtomic.Mem(asm.R1, asm.R2, asm.DWord, 0),
 		asm.AddAtomic.Mem(asm.R0, asm.R2, asm.DWord, wordCount*8),
-		asm.AddAtomic.Mem(asm.R0, asm.R8, asm.DWord, wordSum*8),
-		asm.LoadMem(asm.R3, asm.RFP, -8, asm.DWord),
+		asm.LoadMem(asm.R3, asm.RFP, fpInterval, asm.DWord),
+		asm.AddAtomic.Mem(asm.R0, asm.R3, asm.DWord, wordSum*8),
+		asm.LoadMem(asm.R3, asm.R6, bytesReg, asm.DWord),
 		asm.AddAtomic.Mem(asm.R0, asm.R3, asm.DWord, wordBytes*8),
 	)
-	ins = append(ins, exitWith(ctrEnds, "done", "done_done")...)
-	ins = append(ins, exitWith(ctrUnmatched, "unmatched", "unmatched_done")...)
-	ins = append(ins, exitWith(ctrReadErr, "readerr", "readerr_done")...)
-	ins = append(ins, exitWith(ctrBadStage, "badstage", "badstage_done")...)
-	return ins
+	ins = append(ins, countThen(ctrEnds, pfx+"ended", pfx+"out")...)
+	ins = append(ins, countThen(ctrUnmatched, pfx+"unmatched", pfx+"out")...)
+	ins = append(ins, countThen(ctrBadStage, pfx+"badstage", pfx+"out")...)
+	return append(ins, asm.Mov.Imm(asm.R0, 0).WithSymbol(pfx+"out"))
+}
+
+// stamp saves the context and takes the time first.
+func stamp() asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(asm.RFP, fpNow, asm.R0, asm.DWord),
+	}
+}
+
+func beginProgram() asm.Instructions {
+	ins := asm.Instructions{asm.Mov.Reg(asm.R6, asm.R1)}
+	ins = append(ins, beginPart("b_", ptRegsBX, true)...)
+	return append(ins, asm.Return())
+}
+
+func endProgram() asm.Instructions {
+	ins := append(stamp(), endPart("e_", ptRegsBX, ptRegsCX)...)
+	return append(ins, asm.Return())
+}
+
+func nextProgram() asm.Instructions {
+	ins := append(stamp(), count(ctrNexts, "n_counted")...)
+	ins = append(ins, endPart("e_", ptRegsBX, ptRegsCX)...)
+	ins = append(ins, beginPart("b_", ptRegsDX, false)...)
+	return append(ins, asm.Return())
 }
 
 // collectionSpec is the whole kernel side.
@@ -234,6 +310,7 @@ func collectionSpec() *ebpf.CollectionSpec {
 		Programs: map[string]*ebpf.ProgramSpec{
 			"begin": {Name: "sk_stage_begin", Type: ebpf.Kprobe, License: "GPL", Instructions: beginProgram()},
 			"end":   {Name: "sk_stage_end", Type: ebpf.Kprobe, License: "GPL", Instructions: endProgram()},
+			"next":  {Name: "sk_stage_next", Type: ebpf.Kprobe, License: "GPL", Instructions: nextProgram()},
 		},
 	}
 }

@@ -24,8 +24,8 @@ func (p *Profiler) AttachSelf() (*Target, error) {
 	if t, ok := p.targets[pid]; ok {
 		return t, nil
 	}
-	b, e := stage.Entries()
-	if b == 0 || e == 0 {
+	b, e, n := stage.Entries()
+	if b == 0 || e == 0 || n == 0 {
 		return nil, ErrNotSupported
 	}
 	exe, err := os.Readlink("/proc/self/exe")
@@ -33,11 +33,10 @@ func (p *Profiler) AttachSelf() (*Target, error) {
 		return nil, &ExecError{PID: pid, Path: "/proc/self/exe", Err: err}
 	}
 	var m Markers
-	if m.Begin, err = fileOffset(b); err == nil {
-		m.End, err = fileOffset(e)
-	}
-	if err == nil {
-		m.Emulated, err = nop5In("/proc/self/exe", m.Begin, m.End)
+	if m.Begin, err = probePoint(b, BeginSymbol); err == nil {
+		if m.End, err = probePoint(e, EndSymbol); err == nil {
+			m.Next, err = probePoint(n, NextSymbol)
+		}
 	}
 	if err != nil {
 		return nil, &ExecError{PID: pid, Path: exe, Err: err}
@@ -45,23 +44,27 @@ func (p *Profiler) AttachSelf() (*Target, error) {
 	return p.attachLocked(pid, exePath(pid), exe, m)
 }
 
-// nop5In reports whether the file holds the 5-byte NOP at every offset.
-func nop5In(path string, offs ...uint64) (bool, error) {
-	f, err := os.Open(path)
+// probePoint checks a marker's code in the executable file and returns
+// the file offset of its probe point.
+func probePoint(addr uintptr, sym string) (uint64, error) {
+	off, err := fileOffset(addr)
 	if err != nil {
-		return false, err
+		return 0, err
+	}
+	want, probe := codeFor(sym)
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return 0, err
 	}
 	defer f.Close()
-	b := make([]byte, len(nop5))
-	for _, off := range offs {
-		if _, err := f.ReadAt(b, int64(off)); err != nil {
-			return false, err
-		}
-		if string(b) != string(nop5) {
-			return false, nil
-		}
+	code := make([]byte, len(want))
+	if _, err := f.ReadAt(code, int64(off)); err != nil {
+		return 0, err
 	}
-	return true, nil
+	if string(code) != string(want) {
+		return 0, fmt.Errorf("marker %s: code % x: %w", sym, code, ErrMarkerABI)
+	}
+	return off + probe, nil
 }
 
 // fileOffset maps an address of this process's code to its offset in the

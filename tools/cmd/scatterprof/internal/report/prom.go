@@ -93,7 +93,7 @@ func WritePrometheus(w io.Writer, s *Snapshot, m Meta) {
 		n    uint64
 	}{
 		{"begins", c.Begins}, {"ends", c.Ends}, {"unmatched", c.Unmatched},
-		{"read_errors", c.ReadErrors}, {"bad_stage", c.BadStage}, {"store_errors", c.StoreErrors},
+		{"nexts", c.Nexts}, {"bad_stage", c.BadStage}, {"store_errors", c.StoreErrors},
 	} {
 		count(ev, `event="`+e.name+`"`, e.n)
 	}

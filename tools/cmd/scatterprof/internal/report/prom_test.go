@@ -233,7 +233,7 @@ func TestWritePrometheus(t *testing.T) {
 
 		c := s.Counters
 		for ev, n := range map[string]uint64{"begins": c.Begins, "ends": c.Ends, "unmatched": c.Unmatched,
-			"read_errors": c.ReadErrors, "bad_stage": c.BadStage, "store_errors": c.StoreErrors} {
+			"nexts": c.Nexts, "bad_stage": c.BadStage, "store_errors": c.StoreErrors} {
 			require.Equal(t, float64(n), d.one(t, "scatterprof_probe_events_total", map[string]string{"event": ev}), ev)
 		}
 		require.Len(t, d.find("scatterprof_probe_events_total", nil), 6)

@@ -21,14 +21,19 @@ type Counters struct {
 	Begins      uint64 `json:"begins"`       // begin probes that stored a start
 	Ends        uint64 `json:"ends"`         // end probes matched to a begin
 	Unmatched   uint64 `json:"unmatched"`    // ends with no begin (attached mid-stage, or evicted)
-	ReadErrors  uint64 `json:"read_errors"`  // probes that could not read the marker's arguments
+	Nexts       uint64 `json:"nexts"`        // next probes: one hit that ended a stage and began another
 	BadStage    uint64 `json:"bad_stage"`    // probes with a stage number >= MaxStages
 	StoreErrors uint64 `json:"store_errors"` // begins whose start could not be stored
 }
 
-// Hits is the number of probe hits the counters account for.
+// Hits is the number of probe hits the counters account for (a next
+// probe counts an end and a begin, in one hit).
 func (c Counters) Hits() uint64 {
-	return c.Begins + c.Ends + c.Unmatched + c.ReadErrors + c.BadStage + c.StoreErrors
+	events := c.Begins + c.Ends + c.Unmatched + c.BadStage + c.StoreErrors
+	if events < c.Nexts { // counters read while probes fire
+		return 0
+	}
+	return events - c.Nexts
 }
 
 // Snapshot is a reading of the profiler's maps.
@@ -52,7 +57,7 @@ func (s *Snapshot) Sub(prev *Snapshot) Snapshot {
 	}
 	c, p := s.Counters, prev.Counters
 	d.Counters = Counters{Begins: c.Begins - p.Begins, Ends: c.Ends - p.Ends, Unmatched: c.Unmatched - p.Unmatched,
-		ReadErrors: c.ReadErrors - p.ReadErrors, BadStage: c.BadStage - p.BadStage, StoreErrors: c.StoreErrors - p.StoreErrors}
+		Nexts: c.Nexts - p.Nexts, BadStage: c.BadStage - p.BadStage, StoreErrors: c.StoreErrors - p.StoreErrors}
 	return d
 }
 

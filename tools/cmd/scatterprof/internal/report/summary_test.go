@@ -66,7 +66,7 @@ func randomSnapshot(t *testing.T, r *rand.Rand) (*Snapshot, truth) {
 	}
 	s.Counters = Counters{
 		Begins: r.Uint64N(1e6), Ends: r.Uint64N(1e6), Unmatched: r.Uint64N(3),
-		ReadErrors: r.Uint64N(3), BadStage: r.Uint64N(3), StoreErrors: r.Uint64N(3),
+		Nexts: r.Uint64N(3), BadStage: r.Uint64N(3), StoreErrors: r.Uint64N(3),
 	}
 	return s, tr
 }
@@ -300,7 +300,7 @@ func TestJSONFields(t *testing.T) {
 	var counters map[string]uint64
 	require.NoError(t, json.Unmarshal(top["counters"], &counters))
 	require.Equal(t, map[string]uint64{"begins": s.Counters.Begins, "ends": s.Counters.Ends,
-		"unmatched": s.Counters.Unmatched, "read_errors": s.Counters.ReadErrors,
+		"unmatched": s.Counters.Unmatched, "nexts": s.Counters.Nexts,
 		"bad_stage": s.Counters.BadStage, "store_errors": s.Counters.StoreErrors}, counters)
 
 	var targets []map[string]any

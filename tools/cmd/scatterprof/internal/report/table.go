@@ -42,7 +42,6 @@ func (s *Summary) WriteTable(w io.Writer) {
 		line string
 	}{
 		{s.Counters.Unmatched, "unmatched ends: %d (attached mid-stage or evicted)\n"},
-		{s.Counters.ReadErrors, "read errors: %d (marker arguments unreadable)\n"},
 		{s.Counters.BadStage, "bad stage numbers: %d (stage >= " + strconv.Itoa(MaxStages) + ")\n"},
 		{s.Counters.StoreErrors, "store errors: %d (begins whose start could not be stored)\n"},
 	} {

@@ -107,7 +107,6 @@ func TestWriteTable(t *testing.T) {
 			prefix string
 		}{
 			{s.Counters.Unmatched, "unmatched ends: "},
-			{s.Counters.ReadErrors, "read errors: "},
 			{s.Counters.BadStage, "bad stage numbers: "},
 			{s.Counters.StoreErrors, "store errors: "},
 		} {
