@@ -34,3 +34,22 @@ if [ "$actual" != "$documented" ]; then
 	exit 1
 fi
 echo "architecture graph matches the imports ($(echo "$actual" | grep -c . || true) edges)"
+
+# One funnel per risky dependency (STYLE.md): cilium/ebpf only under
+# tools/cmd/scatterprof, gorgonia.org/cu only under cudagather (tests
+# included; both build tags, so the cuda files are seen).
+funnel() {
+	local dep=$1 allowed=$2 bad
+	bad=$(for m in $mods; do
+		for tags in "" "cuda"; do
+			go list -tags "$tags" -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' "$root$m/..." 2>/dev/null
+		done
+	done | awk -v dep="$dep" -v allowed="$root$allowed" '
+		{ for (i = 2; i <= NF; i++) if (index($i, dep) == 1 && index($1, allowed) != 1) print $1 }' | sort -u)
+	if [ -n "$bad" ]; then
+		echo "$dep may be imported only under $allowed; imported by:"; echo "$bad"; exit 1
+	fi
+}
+funnel github.com/cilium/ebpf tools/cmd/scatterprof
+funnel gorgonia.org/cu cudagather
+echo "risky dependencies stay in their funnels (cilium/ebpf, gorgonia.org/cu)"

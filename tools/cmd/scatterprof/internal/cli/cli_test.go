@@ -269,3 +269,34 @@ func TestBench(t *testing.T) {
 	printBench(&buf, &res)
 	require.Contains(t, buf.String(), "goal: goodput attached / detached")
 }
+
+// TestInterrupt cancels a command-mode profile (as SIGINT does): the
+// command gets SIGINT, the final summary is printed, and the status says
+// the command did not succeed.
+func TestInterrupt(t *testing.T) {
+	fixture.RequireEBPF(t)
+	bin := fixture.Build(t, fixture.ProgPackage, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := fixture.NewLines()
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"-json", "-interval", "50ms", "-calibrate", "0", "--", bin, "-ops", "1000000", "-stages", "pack=50us"}, io.Discard, errs)
+	}()
+	for {
+		s, err := report.DecodeJSON([]byte(errs.Wait(t, "{")))
+		require.NoError(t, err)
+		if count(&s, stage.Op) > 0 {
+			break
+		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 1, code, "a command ended by SIGINT did not succeed")
+	case <-time.After(time.Minute):
+		t.Fatal("the profile did not end after the interrupt")
+	}
+	s := lastSummary(t, errs)
+	require.Positive(t, count(&s, stage.Pack))
+}

@@ -35,11 +35,14 @@ type session struct {
 	targets []report.Target // every process ever attached, in order
 }
 
-// exitCode of a run that could not start.
+// exitFail is the exit status of a run that could not start.
 const exitFail = 1
 
+// cmdGrace is how long an interrupted command may take to end.
+const cmdGrace = 10 * time.Second
+
 func runProfile(ctx context.Context, c Config, stdout, stderr io.Writer) int {
-	s := &session{cfg: c, out: stdout, errOut: stderr, known: map[int]bool{}, live: map[int]bool{}}
+	s := &session{cfg: c, out: stdout, errOut: stderr, known: map[int]bool{}, live: map[int]bool{}, start: time.Now()}
 	if len(c.Command) > 0 {
 		s.out = stderr // the command owns stdout
 	}
@@ -155,7 +158,14 @@ loop:
 		fmt.Fprintf(stderr, "scatterprof: detach: %v\n", err)
 	}
 	if cmdRunning {
-		cmdErr = <-cmdDone
+		// Interrupted: the command was sent SIGINT; give it time to end.
+		select {
+		case cmdErr = <-cmdDone:
+		case <-time.After(cmdGrace):
+			fmt.Fprintf(stderr, "scatterprof: %s still running %v after SIGINT; killing it\n", c.Command[0], cmdGrace)
+			_ = cmd.Process.Kill()
+			cmdErr = <-cmdDone
+		}
 	}
 	if cmd != nil {
 		var ee *exec.ExitError

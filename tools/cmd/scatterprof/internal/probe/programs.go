@@ -99,16 +99,24 @@ func mapSpecs() map[string]*ebpf.MapSpec {
 // count adds one to counter slot c and falls through to label. It clobbers
 // R0-R5 and the key slot.
 func count(c int, label string) asm.Instructions {
-	return asm.Instructions{
-		asm.StoreImm(asm.RFP, fpKey, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, 0).WithReference("counters"),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, fpKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, label),
+	ins := asm.Instructions{asm.StoreImm(asm.RFP, fpKey, 0, asm.Word)}
+	ins = append(ins, lookup("counters", label)...)
+	return append(ins,
 		asm.Mov.Imm(asm.R1, 1),
 		asm.AddAtomic.Mem(asm.R0, asm.R1, asm.DWord, int16(c*8)),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol(label),
+	)
+}
+
+// lookup leaves in R0 a pointer to the element of the named map whose
+// (uint32) key is at fpKey, or jumps to onNull. It clobbers R1-R5.
+func lookup(name, onNull string) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMapPtr(asm.R1, 0).WithReference(name),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, fpKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, onNull),
 	}
 }
 
@@ -125,7 +133,7 @@ func countThen(c int, sym, next string) asm.Instructions {
 // set (or jumps to pfx+"out" if the lookup fails). It clobbers R1-R5 and
 // the key slot.
 func keySet(pfx string, stageReg int16) asm.Instructions {
-	return asm.Instructions{
+	ins := asm.Instructions{
 		asm.LoadMem(asm.R7, asm.R6, ptRegsAX, asm.DWord),
 		asm.LoadMem(asm.R8, asm.R6, stageReg, asm.DWord),
 		asm.JGE.Imm(asm.R8, report.MaxStages, pfx+"badstage"),
@@ -141,12 +149,8 @@ func keySet(pfx string, stageReg int16) asm.Instructions {
 		asm.Mul.Reg(asm.R2, asm.R1),
 		asm.RSh.Imm(asm.R2, 64-setBits),
 		asm.StoreMem(asm.RFP, fpKey, asm.R2, asm.Word),
-		asm.LoadMapPtr(asm.R1, 0).WithReference("starts"),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, fpKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, pfx+"out"),
 	}
+	return append(ins, lookup("starts", pfx+"out")...)
 }
 
 // beginPart stores the start of the stage in the saved register stageReg.
@@ -212,11 +216,9 @@ func endPart(pfx string, stageReg, bytesReg int16) asm.Instructions {
 
 		// Subtract the calibrated bias, saturating at zero.
 		asm.StoreImm(asm.RFP, fpKey, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, 0).WithReference("config"),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, fpKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, pfx+"bucket"),
+	)
+	ins = append(ins, lookup("config", pfx+"bucket")...)
+	ins = append(ins,
 		asm.LoadMem(asm.R1, asm.R0, cfgBias*8, asm.DWord),
 		asm.JGT.Reg(asm.R9, asm.R1, pfx+"sub"),
 		asm.Mov.Imm(asm.R9, 0),
@@ -254,11 +256,9 @@ func endPart(pfx string, stageReg, bytesReg int16) asm.Instructions {
 
 		// The stage's per-CPU record (the stage is R8's low word).
 		asm.StoreMem(asm.RFP, fpKey, asm.R8, asm.Word),
-		asm.LoadMapPtr(asm.R1, 0).WithReference("stages"),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, fpKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, pfx+"out"),
+	)
+	ins = append(ins, lookup("stages", pfx+"out")...)
+	ins = append(ins,
 		asm.LSh.Imm(asm.R7, 3),
 		asm.Mov.Reg(asm.R1, asm.R0),
 		asm.Add.Reg(asm.R1, asm.R7),
