@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,7 +51,7 @@ func New() (*Profiler, error) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		return nil, ErrNotSupported
 	}
-	if os.Geteuid() != 0 {
+	if !privileged() {
 		return nil, ErrNotRoot
 	}
 	if _, err := os.Stat(uprobeType); err != nil {
@@ -74,6 +76,39 @@ func New() (*Profiler, error) {
 	return &Profiler{coll: coll, stages: coll.Maps["stages"], counters: coll.Maps["counters"],
 		config: coll.Maps["config"], targets: map[int]*Target{}, ncpu: ncpu,
 		buf: make([][recWords]uint64, ncpu)}, nil
+}
+
+// Capability bits (linux/capability.h).
+const (
+	capSysAdmin = 21
+	capPerfmon  = 38
+	capBPF      = 39
+)
+
+// privileged reports whether this process may load tracing programs and
+// attach uprobes: root, or the effective capabilities CAP_BPF and
+// CAP_PERFMON (or CAP_SYS_ADMIN).
+func privileged() bool {
+	if os.Geteuid() == 0 {
+		return true
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		hex, ok := strings.CutPrefix(line, "CapEff:")
+		if !ok {
+			continue
+		}
+		caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		if err != nil {
+			return false
+		}
+		has := func(c uint) bool { return caps&(1<<c) != 0 }
+		return has(capSysAdmin) || has(capBPF) && has(capPerfmon)
+	}
+	return false
 }
 
 // exePath is the path through which the kernel resolves a process's
