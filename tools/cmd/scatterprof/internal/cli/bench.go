@@ -34,6 +34,9 @@ type BenchConfig struct {
 	Warmup     int
 	Pairs      int // calibration pairs
 	JSON       bool
+	// Control attaches nothing in the "attached" blocks: an A/A run that
+	// shows the spread of the statistics on this machine.
+	Control bool
 }
 
 // Goals of the profiler issue.
@@ -59,6 +62,7 @@ func parseBench(args []string, out io.Writer) (BenchConfig, error) {
 	fs.IntVar(&c.Warmup, "warmup", 3, "untimed operations first")
 	fs.IntVar(&c.Pairs, "calibrate", 20000, "marker pairs fired to calibrate the probe's cost")
 	fs.BoolVar(&c.JSON, "json", false, "print JSON lines")
+	fs.BoolVar(&c.Control, "control", false, "A/A control: attach nothing in the attached blocks, to see the statistics' spread")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -107,6 +111,7 @@ type BenchResult struct {
 	ProbeShare  float64           `json:"probe_share_estimate"`   // hits/op x hit / p50 detached
 	Shares      []ShareCompare    `json:"shares"`
 	Unmatched   uint64            `json:"unmatched"`
+	Control     bool              `json:"control"` // an A/A run: nothing was attached
 }
 
 // ShareCompare is one stage's share of operation time by the profiler and
@@ -203,7 +208,7 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 	// Both sides read the maps before and after their block, so they differ
 	// only in the probes being attached.
 	block := func(probed bool) error {
-		if probed {
+		if probed && !c.Control {
 			if _, err := prof.AttachSelf(); err != nil {
 				return err
 			}
@@ -227,8 +232,8 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 		if err := prof.Read(&after); err != nil {
 			return err
 		}
-		if !probed {
-			if after.Counters.Hits() != before.Counters.Hits() {
+		if !probed || c.Control {
+			if after.Hits() != before.Hits() {
 				return errors.New("scatterprof bench: probes fired while detached")
 			}
 			return nil
@@ -259,6 +264,7 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 	}
 
 	res.Workload, res.Transport, res.Ops, res.Payload = c.Workload, "tcp", len(on), w.Payload()
+	res.Control = c.Control
 	res.Chosen = mostFrequent(chosen)
 	p50off, p50on := medianTotal(off), medianTotal(on)
 	res.P50Off, res.P50On = ms(p50off), ms(p50on)
@@ -270,7 +276,7 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 	if len(paired)%2 == 0 {
 		res.Paired = (paired[len(paired)/2-1] + paired[len(paired)/2]) / 2
 	}
-	res.HitsPerOp = float64(attached.Counters.Hits()) / float64(len(on))
+	res.HitsPerOp = float64(attached.Hits()) / float64(len(on))
 	res.Markers = res.HitsPerOp * float64(res.Calibration.Unprobed) / float64(p50off)
 	res.ProbeShare = res.HitsPerOp * float64(res.Calibration.Hit) / float64(p50off)
 	res.Unmatched = attached.Counters.Unmatched
@@ -336,8 +342,6 @@ func addSnapshot(dst, d *report.Snapshot) {
 		}
 	}
 	c, e := &dst.Counters, d.Counters
-	c.Begins += e.Begins
-	c.Ends += e.Ends
 	c.Unmatched += e.Unmatched
 	c.Nexts += e.Nexts
 	c.BadStage += e.BadStage
@@ -393,6 +397,9 @@ func verifyRows(p *planfmt.Plan, dst, src []byte) error {
 func printBench(w io.Writer, r *BenchResult) {
 	fmt.Fprintf(w, "scatterprof bench: %s over %s (chosen %s), %d ops per side, %d B payload\n",
 		r.Workload, r.Transport, r.Chosen, r.Ops, r.Payload)
+	if r.Control {
+		fmt.Fprintln(w, "A/A control: nothing was attached on either side; the ratios show the machine's noise, the probe figures are empty")
+	}
 	fmt.Fprintf(w, "probe calibration: hit %v, bias %v, unprobed marker call %v; %.0f probe hits per op\n",
 		r.Calibration.Hit, r.Calibration.Bias, r.Calibration.Unprobed, r.HitsPerOp)
 	fmt.Fprintf(w, "p50 detached %.3f ms, attached %.3f ms; goodput %.2f / %.2f Gbit/s\n",

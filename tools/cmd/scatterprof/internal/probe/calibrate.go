@@ -42,7 +42,7 @@ func (p *Profiler) Calibrate(n int) (Calibration, error) {
 	if attached > 0 {
 		return Calibration{}, errors.New("scatterprof: calibrate before attaching any process")
 	}
-	if err := p.SetBias(0); err != nil {
+	if err := p.setBias(0); err != nil {
 		return Calibration{}, err
 	}
 	cal := Calibration{Pairs: n}
@@ -76,5 +76,5 @@ func (p *Profiler) Calibrate(n int) (Calibration, error) {
 	cal.Unprobed = off / time.Duration(2*n)
 	cal.Hit = max(on-off, 0) / time.Duration(2*n)
 	cal.Bias = time.Duration(report.Quantile(&st.Hist, 0.5))
-	return cal, p.SetBias(cal.Bias)
+	return cal, p.setBias(cal.Bias)
 }

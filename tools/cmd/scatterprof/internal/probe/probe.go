@@ -26,7 +26,6 @@ type Profiler struct {
 	coll     *ebpf.Collection
 	stages   *ebpf.Map
 	counters *ebpf.Map
-	config   *ebpf.Map
 	targets  map[int]*Target
 	ncpu     int
 	buf      [][recWords]uint64 // per-CPU read buffer
@@ -74,7 +73,7 @@ func New() (*Profiler, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoBPF, err)
 	}
 	return &Profiler{coll: coll, stages: coll.Maps["stages"], counters: coll.Maps["counters"],
-		config: coll.Maps["config"], targets: map[int]*Target{}, ncpu: ncpu,
+		targets: map[int]*Target{}, ncpu: ncpu,
 		buf: make([][recWords]uint64, ncpu)}, nil
 }
 
@@ -215,15 +214,30 @@ func (p *Profiler) Targets() []Target {
 	return out
 }
 
-// SetBias sets the nanoseconds the kernel subtracts from every interval.
-func (p *Profiler) SetBias(d time.Duration) error {
+// setBias sets the nanoseconds the kernel subtracts from every interval:
+// the bias word of every stage record on every CPU. It rewrites whole
+// records, so it runs only while nothing is attached (calibration).
+func (p *Profiler) setBias(d time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.coll == nil {
 		return ErrClosed
 	}
-	v := [nConfig]uint64{cfgBias: uint64(max(d, 0))}
-	return p.config.Put(uint32(0), v)
+	if len(p.targets) > 0 {
+		return errors.New("scatterprof: the bias is set only while no process is attached")
+	}
+	for s := range report.MaxStages {
+		if err := p.stages.Lookup(uint32(s), &p.buf); err != nil {
+			return fmt.Errorf("scatterprof: read stage %d: %w", s, err)
+		}
+		for c := range p.buf {
+			p.buf[c][wordBias] = uint64(max(d, 0))
+		}
+		if err := p.stages.Put(uint32(s), p.buf); err != nil {
+			return fmt.Errorf("scatterprof: set the bias of stage %d: %w", s, err)
+		}
+	}
+	return nil
 }
 
 // Read fills snap with the maps' contents, summed over CPUs.
@@ -246,6 +260,7 @@ func (p *Profiler) Read(snap *report.Snapshot) error {
 			st.Count += rec[wordCount]
 			st.SumNs += rec[wordSum]
 			st.Bytes += rec[wordBytes]
+			snap.Counters.Nexts += rec[wordNexts]
 		}
 	}
 	ctr := make([][nCounters]uint64, p.ncpu)
@@ -254,18 +269,15 @@ func (p *Profiler) Read(snap *report.Snapshot) error {
 	}
 	c := &snap.Counters
 	for _, v := range ctr {
-		c.Begins += v[ctrBegins]
-		c.Ends += v[ctrEnds]
 		c.Unmatched += v[ctrUnmatched]
-		c.Nexts += v[ctrNexts]
 		c.BadStage += v[ctrBadStage]
 		c.StoreErrors += v[ctrStoreErr]
 	}
 	return nil
 }
 
-// clearCalibration zeroes the calibration stage's record and the counters
-// on every CPU.
+// clearCalibration zeroes the calibration stage's record (but its bias)
+// and the counters on every CPU.
 func (p *Profiler) clearCalibration() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -82,13 +82,13 @@ func testStageMedians(t *testing.T, next bool) {
 	require.Zero(t, s.Counters.Unmatched)
 	require.Zero(t, s.Counters.BadStage)
 	require.Zero(t, s.Counters.StoreErrors)
-	require.Equal(t, uint64(ops*(len(spec)+1)), s.Counters.Ends)
+	require.Equal(t, uint64(ops*(len(spec)+1)), s.Intervals())
 	if next {
 		require.Equal(t, uint64(ops*(len(spec)-1)), s.Counters.Nexts)
-		require.Equal(t, uint64(ops*(len(spec)+3)), s.Counters.Hits(), "op pair, first begin, nexts, last end")
+		require.Equal(t, uint64(ops*(len(spec)+3)), s.Hits(), "op pair, first begin, nexts, last end")
 	} else {
 		require.Zero(t, s.Counters.Nexts)
-		require.Equal(t, uint64(ops*2*(len(spec)+1)), s.Counters.Hits())
+		require.Equal(t, uint64(ops*2*(len(spec)+1)), s.Hits())
 	}
 	require.Zero(t, s.Stages[report.CalibrationStage].Count, "calibration data must be cleared")
 	for _, sp := range spec {

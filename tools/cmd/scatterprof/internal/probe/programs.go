@@ -23,41 +23,43 @@ import (
 // first and counts a store error).
 //
 // end: takes the time first and looks for the key in its set; where a way
-// holds it, it frees the way, subtracts the calibrated bias and adds the
-// interval to the stage's per-CPU record: log2 histogram bucket, count, sum
-// of nanoseconds, bytes. A key in neither way (attached mid-stage, or its
-// start replaced) counts as unmatched.
+// holds it, it frees the way, subtracts the calibrated bias (kept in the
+// stage's record) and adds the interval to the stage's per-CPU record:
+// log2 histogram bucket, count, sum of nanoseconds, bytes. A key in
+// neither way (attached mid-stage, or its start replaced) counts as
+// unmatched.
 //
 // next: end of one stage and begin of the next at one time, in one probe
-// hit.
+// hit; the ended stage's record counts it.
 //
-// Every map access is an array lookup, which the verifier inlines: no
-// locks, no allocation. No per-event data leaves the kernel: user space
-// reads the per-CPU records when it refreshes.
+// A probe runs inside an operation whose data has just swept the caches,
+// so what it costs there is mostly the cache lines it touches: a begin
+// touches one line of "starts", an end that line and two of its stage's
+// record (the histogram bucket, and the totals with the bias). Matched
+// begins and ends are not counted separately (the records' counts imply
+// them); only what went wrong is, in "counters". Every map access is an
+// array lookup, which the verifier inlines: no locks, no allocation. No
+// per-event data leaves the kernel: user space reads the per-CPU records
+// when it refreshes.
 
-// Record layout of one stage in the per-CPU array "stages" (uint64 words).
+// Record layout of one stage in the per-CPU array "stages" (uint64 words):
+// the histogram, then one line of totals.
 const (
 	wordCount = report.Buckets     // intervals recorded
 	wordSum   = report.Buckets + 1 // their nanoseconds
 	wordBytes = report.Buckets + 2 // the bytes their ends reported
-	recWords  = report.Buckets + 4 // one spare word keeps the record 32-byte aligned
+	wordBias  = report.Buckets + 3 // nanoseconds subtracted from every interval (set by calibration)
+	wordNexts = report.Buckets + 4 // intervals ended by a next probe
+	recWords  = report.Buckets + 8 // the totals fill one 64-byte line
 )
 
-// Counter slots of the per-CPU array "counters" (one entry of nCounters words).
+// Counter slots of the per-CPU array "counters" (one entry of nCounters
+// words): the events that went wrong.
 const (
-	ctrBegins    = iota // begin probes that stored a start
-	ctrEnds             // end probes that matched a begin
-	ctrUnmatched        // end probes whose begin was not found (attached mid-stage, or its start replaced)
-	ctrNexts            // next probes (each also counted as an end and a begin)
+	ctrUnmatched = iota // end probes whose begin was not found (attached mid-stage, or its start replaced)
 	ctrBadStage         // probes with a stage number >= report.MaxStages
 	ctrStoreErr         // begin probes that found both ways of their set taken and replaced one
 	nCounters
-)
-
-// Config slots of the array "config".
-const (
-	cfgBias = iota // nanoseconds subtracted from every interval
-	nConfig
 )
 
 // Offsets in struct pt_regs on x86-64 of the registers the markers load.
@@ -71,7 +73,6 @@ const (
 // Stack slots of the programs (offsets from the frame pointer).
 const (
 	fpKey      = -8  // a map key (uint32)
-	fpInterval = -16 // the interval being recorded
 	fpNow      = -24 // the probe's time
 	fpReplaced = -32 // begin: a way was taken over (uint32)
 )
@@ -92,7 +93,6 @@ func mapSpecs() map[string]*ebpf.MapSpec {
 		"starts":   {Name: "sk_starts", Type: ebpf.Array, KeySize: 4, ValueSize: 2 * wayWords * 8, MaxEntries: 1 << setBits},
 		"stages":   {Name: "sk_stages", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: recWords * 8, MaxEntries: report.MaxStages},
 		"counters": {Name: "sk_counters", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: nCounters * 8, MaxEntries: 1},
-		"config":   {Name: "sk_config", Type: ebpf.Array, KeySize: 4, ValueSize: nConfig * 8, MaxEntries: 1},
 	}
 }
 
@@ -184,18 +184,18 @@ func beginPart(pfx string, stageReg int16, stamp bool) asm.Instructions {
 		asm.StoreMem(asm.R9, 16, asm.R0, asm.DWord),
 		asm.StoreMem(asm.R9, 8, asm.R8, asm.DWord),
 		asm.LoadMem(asm.R1, asm.RFP, fpReplaced, asm.Word),
-		asm.JNE.Imm(asm.R1, 0, pfx+"replaced"),
+		asm.JEq.Imm(asm.R1, 0, pfx+"out"),
 	)
-	ins = append(ins, countThen(ctrBegins, pfx+"ok", pfx+"out")...)
 	ins = append(ins, countThen(ctrStoreErr, pfx+"replaced", pfx+"out")...)
 	ins = append(ins, countThen(ctrBadStage, pfx+"badstage", pfx+"out")...)
 	return append(ins, asm.Mov.Imm(asm.R0, 0).WithSymbol(pfx+"out"))
 }
 
 // endPart records the stage in the saved register stageReg as ending at
-// fpNow with the bytes in the saved register bytesReg. It ends at
-// pfx+"out". R9 holds the interval, R7 becomes the bucket.
-func endPart(pfx string, stageReg, bytesReg int16) asm.Instructions {
+// fpNow with the bytes in the saved register bytesReg; with next it also
+// counts the interval as ended by a next probe. It ends at pfx+"out". R9
+// holds the interval, R7 becomes the bucket, R0 the stage's record.
+func endPart(pfx string, stageReg, bytesReg int16, next bool) asm.Instructions {
 	ins := keySet(pfx, stageReg)
 	ins = append(ins,
 		// R0: the way holding the key.
@@ -214,12 +214,13 @@ func endPart(pfx string, stageReg, bytesReg int16) asm.Instructions {
 		asm.LoadMem(asm.R9, asm.RFP, fpNow, asm.DWord),
 		asm.Sub.Reg(asm.R9, asm.R1),
 
-		// Subtract the calibrated bias, saturating at zero.
-		asm.StoreImm(asm.RFP, fpKey, 0, asm.Word),
+		// The stage's per-CPU record (the stage is R8's low word).
+		asm.StoreMem(asm.RFP, fpKey, asm.R8, asm.Word),
 	)
-	ins = append(ins, lookup("config", pfx+"bucket")...)
+	ins = append(ins, lookup("stages", pfx+"out")...)
 	ins = append(ins,
-		asm.LoadMem(asm.R1, asm.R0, cfgBias*8, asm.DWord),
+		// Subtract the calibrated bias, saturating at zero.
+		asm.LoadMem(asm.R1, asm.R0, wordBias*8, asm.DWord),
 		asm.JGT.Reg(asm.R9, asm.R1, pfx+"sub"),
 		asm.Mov.Imm(asm.R9, 0),
 		asm.Ja.Label(pfx+"bucket"),
@@ -227,8 +228,7 @@ func endPart(pfx string, stageReg, bytesReg int16) asm.Instructions {
 
 		// R7 becomes the bucket: below 4 ns the value itself, else
 		// 4*lg + the next two bits.
-		asm.StoreMem(asm.RFP, fpInterval, asm.R9, asm.DWord).WithSymbol(pfx+"bucket"),
-		asm.Mov.Reg(asm.R7, asm.R9),
+		asm.Mov.Reg(asm.R7, asm.R9).WithSymbol(pfx+"bucket"),
 		asm.JLT.Imm(asm.R9, 4, pfx+"have"),
 		asm.Mov.Reg(asm.R1, asm.R9),
 		asm.Mov.Imm(asm.R7, 0),
@@ -254,23 +254,20 @@ func endPart(pfx string, stageReg, bytesReg int16) asm.Instructions {
 		asm.Add.Reg(asm.R7, asm.R1),
 		asm.And.Imm(asm.R7, report.Buckets-1).WithSymbol(pfx+"have"),
 
-		// The stage's per-CPU record (the stage is R8's low word).
-		asm.StoreMem(asm.RFP, fpKey, asm.R8, asm.Word),
-	)
-	ins = append(ins, lookup("stages", pfx+"out")...)
-	ins = append(ins,
 		asm.LSh.Imm(asm.R7, 3),
 		asm.Mov.Reg(asm.R1, asm.R0),
 		asm.Add.Reg(asm.R1, asm.R7),
 		asm.Mov.Imm(asm.R2, 1),
 		asm.AddAtomic.Mem(asm.R1, asm.R2, asm.DWord, 0),
 		asm.AddAtomic.Mem(asm.R0, asm.R2, asm.DWord, wordCount*8),
-		asm.LoadMem(asm.R3, asm.RFP, fpInterval, asm.DWord),
-		asm.AddAtomic.Mem(asm.R0, asm.R3, asm.DWord, wordSum*8),
+		asm.AddAtomic.Mem(asm.R0, asm.R9, asm.DWord, wordSum*8),
 		asm.LoadMem(asm.R3, asm.R6, bytesReg, asm.DWord),
 		asm.AddAtomic.Mem(asm.R0, asm.R3, asm.DWord, wordBytes*8),
 	)
-	ins = append(ins, countThen(ctrEnds, pfx+"ended", pfx+"out")...)
+	if next {
+		ins = append(ins, asm.AddAtomic.Mem(asm.R0, asm.R2, asm.DWord, wordNexts*8))
+	}
+	ins = append(ins, asm.Ja.Label(pfx+"out"))
 	ins = append(ins, countThen(ctrUnmatched, pfx+"unmatched", pfx+"out")...)
 	ins = append(ins, countThen(ctrBadStage, pfx+"badstage", pfx+"out")...)
 	return append(ins, asm.Mov.Imm(asm.R0, 0).WithSymbol(pfx+"out"))
@@ -292,13 +289,12 @@ func beginProgram() asm.Instructions {
 }
 
 func endProgram() asm.Instructions {
-	ins := append(stamp(), endPart("e_", ptRegsBX, ptRegsCX)...)
+	ins := append(stamp(), endPart("e_", ptRegsBX, ptRegsCX, false)...)
 	return append(ins, asm.Return())
 }
 
 func nextProgram() asm.Instructions {
-	ins := append(stamp(), count(ctrNexts, "n_counted")...)
-	ins = append(ins, endPart("e_", ptRegsBX, ptRegsCX)...)
+	ins := append(stamp(), endPart("e_", ptRegsBX, ptRegsCX, true)...)
 	ins = append(ins, beginPart("b_", ptRegsDX, false)...)
 	return append(ins, asm.Return())
 }

@@ -40,8 +40,7 @@
 //	 "stages":[{"stage":5,"name":"pack","count":1000,
 //	            "p50_us":1.27,"p95_us":3.1,"p99_us":4.9,"mean_us":1.5,
 //	            "bytes":1048576,"share":0.42,"rate_gbps":12.3}],
-//	 "counters":{"begins":2000,"ends":2000,"unmatched":0,
-//	             "nexts":0,"bad_stage":0,"store_errors":0},
+//	 "counters":{"unmatched":0,"nexts":0,"bad_stage":0,"store_errors":0},
 //	 "bias_us":0.95,"hit_us":1.27,"unprobed_us":0.002,
 //	 "probe_share":0.004}
 //

@@ -86,13 +86,13 @@ func WritePrometheus(w io.Writer, s *Snapshot, m Meta) {
 	}
 
 	const ev = "scatterprof_probe_events_total"
-	family(ev, "counter", "Probe events: begins stored, ends matched, and the ones that went wrong.")
+	family(ev, "counter", "Probe events besides matched intervals: unmatched ends, intervals ended by next probes, bad stages, replaced starts.")
 	c := s.Counters
 	for _, e := range []struct {
 		name string
 		n    uint64
 	}{
-		{"begins", c.Begins}, {"ends", c.Ends}, {"unmatched", c.Unmatched},
+		{"unmatched", c.Unmatched},
 		{"nexts", c.Nexts}, {"bad_stage", c.BadStage}, {"store_errors", c.StoreErrors},
 	} {
 		count(ev, `event="`+e.name+`"`, e.n)

@@ -232,11 +232,11 @@ func TestWritePrometheus(t *testing.T) {
 		}
 
 		c := s.Counters
-		for ev, n := range map[string]uint64{"begins": c.Begins, "ends": c.Ends, "unmatched": c.Unmatched,
+		for ev, n := range map[string]uint64{"unmatched": c.Unmatched,
 			"nexts": c.Nexts, "bad_stage": c.BadStage, "store_errors": c.StoreErrors} {
 			require.Equal(t, float64(n), d.one(t, "scatterprof_probe_events_total", map[string]string{"event": ev}), ev)
 		}
-		require.Len(t, d.find("scatterprof_probe_events_total", nil), 6)
+		require.Len(t, d.find("scatterprof_probe_events_total", nil), 4)
 		require.InDelta(t, m.Hit.Seconds(), d.one(t, "scatterprof_probe_hit_seconds", nil), 1e-18)
 		require.InDelta(t, m.Bias.Seconds(), d.one(t, "scatterprof_probe_bias_seconds", nil), 1e-18)
 		require.Equal(t, float64(len(m.Targets)), d.one(t, "scatterprof_targets", nil))

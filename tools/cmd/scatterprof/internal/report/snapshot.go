@@ -16,24 +16,13 @@ type Stage struct {
 	Hist  [Buckets]uint64 `json:"-"`
 }
 
-// Counters are the probes' own event counts.
+// Counters are the probes' own event counts. Matched intervals are the
+// stages' counts; these are the rest.
 type Counters struct {
-	Begins      uint64 `json:"begins"`       // begin probes that stored a start
-	Ends        uint64 `json:"ends"`         // end probes matched to a begin
-	Unmatched   uint64 `json:"unmatched"`    // ends with no begin (attached mid-stage, or evicted)
-	Nexts       uint64 `json:"nexts"`        // next probes: one hit that ended a stage and began another
+	Unmatched   uint64 `json:"unmatched"`    // ends with no begin (attached mid-stage, or its start replaced)
+	Nexts       uint64 `json:"nexts"`        // intervals ended by a next probe (one hit that also began another)
 	BadStage    uint64 `json:"bad_stage"`    // probes with a stage number >= MaxStages
-	StoreErrors uint64 `json:"store_errors"` // begins whose start could not be stored
-}
-
-// Hits is the number of probe hits the counters account for (a next
-// probe counts an end and a begin, in one hit).
-func (c Counters) Hits() uint64 {
-	events := c.Begins + c.Ends + c.Unmatched + c.BadStage + c.StoreErrors
-	if events < c.Nexts { // counters read while probes fire
-		return 0
-	}
-	return events - c.Nexts
+	StoreErrors uint64 `json:"store_errors"` // begins that found no free way and replaced an open stage's start
 }
 
 // Snapshot is a reading of the profiler's maps.
@@ -41,6 +30,31 @@ type Snapshot struct {
 	Time     time.Time
 	Stages   [MaxStages]Stage // by stage number
 	Counters Counters
+}
+
+// Intervals is the number of matched intervals of every stage but the
+// calibration stage.
+func (s *Snapshot) Intervals() uint64 {
+	var n uint64
+	for i := range s.Stages {
+		if i != CalibrationStage {
+			n += s.Stages[i].Count
+		}
+	}
+	return n
+}
+
+// Hits is the number of probe hits the snapshot accounts for: each matched
+// interval took a begin and an end hit, less one hit per next probe (which
+// ended one interval and began another), plus the hits that matched
+// nothing. Begins still open when the maps were read are not counted.
+func (s *Snapshot) Hits() uint64 {
+	c := s.Counters
+	n := 2*s.Intervals() + c.Unmatched + c.BadStage + c.StoreErrors
+	if n < c.Nexts { // counters read while probes fire
+		return 0
+	}
+	return n - c.Nexts
 }
 
 // Sub returns s minus an earlier snapshot of the same maps: what happened
@@ -56,8 +70,8 @@ func (s *Snapshot) Sub(prev *Snapshot) Snapshot {
 		}
 	}
 	c, p := s.Counters, prev.Counters
-	d.Counters = Counters{Begins: c.Begins - p.Begins, Ends: c.Ends - p.Ends, Unmatched: c.Unmatched - p.Unmatched,
-		Nexts: c.Nexts - p.Nexts, BadStage: c.BadStage - p.BadStage, StoreErrors: c.StoreErrors - p.StoreErrors}
+	d.Counters = Counters{Unmatched: c.Unmatched - p.Unmatched, Nexts: c.Nexts - p.Nexts,
+		BadStage: c.BadStage - p.BadStage, StoreErrors: c.StoreErrors - p.StoreErrors}
 	return d
 }
 

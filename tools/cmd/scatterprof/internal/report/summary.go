@@ -53,7 +53,7 @@ type Summary struct {
 
 	Bias, Hit, Unprobed time.Duration
 	// ProbeShare estimates the probes' cost as a share of the targets'
-	// elapsed time: Counters.Hits() * Hit / Elapsed (0 when Elapsed is 0).
+	// elapsed time: Snapshot.Hits() * Hit / Elapsed (0 when Elapsed is 0).
 	ProbeShare float64
 }
 
@@ -72,7 +72,7 @@ func Summarize(s *Snapshot, m Meta) Summary {
 		sum.Targets = nil
 	}
 	if m.Elapsed > 0 {
-		sum.ProbeShare = float64(s.Counters.Hits()) * float64(m.Hit) / float64(m.Elapsed)
+		sum.ProbeShare = float64(s.Hits()) * float64(m.Hit) / float64(m.Elapsed)
 	}
 	op := &s.Stages[stage.Op]
 	for i := range s.Stages {

@@ -65,8 +65,7 @@ func randomSnapshot(t *testing.T, r *rand.Rand) (*Snapshot, truth) {
 		record(&s.Stages[CalibrationStage], 1+r.Uint64N(50), 0)
 	}
 	s.Counters = Counters{
-		Begins: r.Uint64N(1e6), Ends: r.Uint64N(1e6), Unmatched: r.Uint64N(3),
-		Nexts: r.Uint64N(3), BadStage: r.Uint64N(3), StoreErrors: r.Uint64N(3),
+		Unmatched: r.Uint64N(3), Nexts: r.Uint64N(3), BadStage: r.Uint64N(3), StoreErrors: r.Uint64N(3),
 	}
 	return s, tr
 }
@@ -130,7 +129,7 @@ func TestSummarizeRows(t *testing.T) {
 	require.Equal(t, m.Bias, sum.Bias)
 	require.Equal(t, m.Hit, sum.Hit)
 	require.Equal(t, m.Unprobed, sum.Unprobed)
-	wantShare := float64(s.Counters.Hits()) * float64(m.Hit) / float64(m.Elapsed)
+	wantShare := float64(s.Hits()) * float64(m.Hit) / float64(m.Elapsed)
 	require.InDelta(t, wantShare, sum.ProbeShare, 1e-12*wantShare)
 
 	var want []int
@@ -299,8 +298,7 @@ func TestJSONFields(t *testing.T) {
 
 	var counters map[string]uint64
 	require.NoError(t, json.Unmarshal(top["counters"], &counters))
-	require.Equal(t, map[string]uint64{"begins": s.Counters.Begins, "ends": s.Counters.Ends,
-		"unmatched": s.Counters.Unmatched, "nexts": s.Counters.Nexts,
+	require.Equal(t, map[string]uint64{"unmatched": s.Counters.Unmatched, "nexts": s.Counters.Nexts,
 		"bad_stage": s.Counters.BadStage, "store_errors": s.Counters.StoreErrors}, counters)
 
 	var targets []map[string]any
@@ -386,7 +384,7 @@ func ExampleSummary_WriteTable() {
 			record(&s.Stages[stage.Pack], 6_000+30*i, 1<<20)
 		}
 	}
-	s.Counters = Counters{Begins: 600, Ends: 598, Unmatched: 2}
+	s.Counters = Counters{Unmatched: 2}
 	sum := Summarize(&s, Meta{
 		Targets: []Target{{PID: 4242, Exe: "/usr/local/bin/scatterd"}},
 		Elapsed: 2 * time.Second, Bias: 950, Hit: 1270, Unprobed: 2,

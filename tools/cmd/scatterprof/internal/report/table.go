@@ -43,7 +43,7 @@ func (s *Summary) WriteTable(w io.Writer) {
 	}{
 		{s.Counters.Unmatched, "unmatched ends: %d (attached mid-stage or evicted)\n"},
 		{s.Counters.BadStage, "bad stage numbers: %d (stage >= " + strconv.Itoa(MaxStages) + ")\n"},
-		{s.Counters.StoreErrors, "store errors: %d (begins whose start could not be stored)\n"},
+		{s.Counters.StoreErrors, "store errors: %d (begins that replaced an open stage's start)\n"},
 	} {
 		if c.n != 0 {
 			fmt.Fprintf(&b, c.line, c.n)

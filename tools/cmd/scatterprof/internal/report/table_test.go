@@ -159,6 +159,12 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
+func TestApproxPercent(t *testing.T) {
+	for f, want := range map[float64]string{0: "~0.0%", 3e-6: "<0.1%", 0.0004999: "<0.1%", 0.0005: "~0.1%", 0.004: "~0.4%", 0.0123: "~1.2%"} {
+		require.Equal(t, want, approxPercent(f), "%g", f)
+	}
+}
+
 func TestWriteTableEmpty(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -174,12 +180,12 @@ func TestWriteTableEmpty(t *testing.T) {
 		{"exe unknown", Meta{Targets: []Target{{PID: 17}}, Elapsed: time.Second, Hit: 1000, Bias: 20}, []string{
 			"targets: 17 ?",
 			"elapsed: 1.00s",
-			"probe: hit 1.00us, bias 20ns subtracted, <0.1% of target time",
+			"probe: hit 1.00us, bias 20ns subtracted, ~0.0% of target time",
 			"no stage markers fired yet",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Snapshot{Counters: Counters{Begins: 3}}
+			s := &Snapshot{}
 			record(&s.Stages[CalibrationStage], 40, 0) // never reported
 			sum := Summarize(s, tc.meta)
 			var buf bytes.Buffer
