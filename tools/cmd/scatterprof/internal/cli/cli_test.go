@@ -300,3 +300,25 @@ func TestInterrupt(t *testing.T) {
 	s := lastSummary(t, errs)
 	require.Positive(t, count(&s, stage.Pack))
 }
+
+// TestCommandDuration ends a command-mode profile with -duration while the
+// command runs: the probes come off mid-run, the command runs on to its
+// end, correct, and its status is the profiler's.
+func TestCommandDuration(t *testing.T) {
+	fixture.RequireEBPF(t)
+	bin := fixture.Build(t, fixture.ProgPackage, "")
+	stages := "pack=2ms"
+	spec, err := fixture.ParseStages(stages)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	errs := fixture.NewLines()
+	code := Main(context.Background(), []string{"-interval", "0", "-json", "-calibrate", "0", "-duration", "200ms", "--",
+		bin, "-ops", "400", "-stages", stages}, &out, errs)
+	require.Equal(t, 0, code, "%s", strings.Join(errs.All(), "\n"))
+	errs.Wait(t, "profile ended after 200ms")
+	require.Contains(t, out.String(), fmt.Sprintf("done ops=400 checksum=%016x", fixture.Expect(400, spec)))
+	s := lastSummary(t, errs)
+	n := count(&s, stage.Pack)
+	require.Positive(t, n)
+	require.Less(t, n, uint64(400), "the profile ended before the command")
+}

@@ -129,13 +129,14 @@ func runProfile(ctx context.Context, c Config, stdout, stderr io.Writer) int {
 	poll := time.NewTicker(c.Poll)
 	defer poll.Stop()
 	var cmdErr error
-	cmdRunning := cmd != nil
+	cmdRunning, interrupted := cmd != nil, false
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			if cmdRunning {
 				_ = cmd.Process.Signal(os.Interrupt)
+				interrupted = true
 			}
 			break loop
 		case <-stopAt:
@@ -157,8 +158,9 @@ loop:
 	if err := s.prof.Close(); err != nil {
 		fmt.Fprintf(stderr, "scatterprof: detach: %v\n", err)
 	}
-	if cmdRunning {
-		// Interrupted: the command was sent SIGINT; give it time to end.
+	switch {
+	case cmdRunning && interrupted:
+		// The command was sent SIGINT; give it time to end.
 		select {
 		case cmdErr = <-cmdDone:
 		case <-time.After(cmdGrace):
@@ -166,6 +168,10 @@ loop:
 			_ = cmd.Process.Kill()
 			cmdErr = <-cmdDone
 		}
+	case cmdRunning:
+		// -duration ended the profile: the command runs on, unprobed.
+		fmt.Fprintf(stderr, "scatterprof: profile ended after %v; waiting for %s\n", c.Duration, c.Command[0])
+		cmdErr = <-cmdDone
 	}
 	if cmd != nil {
 		var ee *exec.ExitError

@@ -207,3 +207,44 @@ func TestRefusals(t *testing.T) {
 	require.ErrorIs(t, err, probe.ErrClosed)
 	require.ErrorIs(t, p.Read(&report.Snapshot{}), probe.ErrClosed)
 }
+
+// TestOpenStages fires markers in this process to check the kernel's
+// bookkeeping: a stage begun again before it ended starts over, many
+// stages open at once overflow some sets (each replaced start shows up as
+// a store error and, later, as one unmatched end), an end without a begin
+// is unmatched, and stage numbers past the table are counted, not stored.
+func TestOpenStages(t *testing.T) {
+	p := newProfiler(t)
+	_, err := p.AttachSelf()
+	require.NoError(t, err)
+	base := uint64(1) << 60
+
+	stage.Begin(base, stage.Pack)
+	stage.Begin(base, stage.Pack)
+	stage.End(base, stage.Pack, 7)
+	stage.End(base+1, stage.Pack, 7) // never begun
+	s := read(t, p)
+	require.Equal(t, uint64(1), s.Stages[stage.Pack].Count)
+	require.Equal(t, uint64(7), s.Stages[stage.Pack].Bytes)
+	require.Equal(t, uint64(1), s.Counters.Unmatched)
+	require.Zero(t, s.Counters.StoreErrors)
+
+	const open = 3000 // against 4096 ways in 2048 sets
+	for i := range uint64(open) {
+		stage.Begin(base+10+i, stage.Post)
+	}
+	for i := range uint64(open) {
+		stage.End(base+10+i, stage.Post, 1)
+	}
+	d := read(t, p)
+	d = d.Sub(&s)
+	t.Logf("%d open at once: %d recorded, %d replaced, %d unmatched", open, d.Stages[stage.Post].Count, d.Counters.StoreErrors, d.Counters.Unmatched)
+	require.Equal(t, d.Counters.StoreErrors, d.Counters.Unmatched, "each replaced start leaves one end unmatched")
+	require.Equal(t, uint64(open), d.Stages[stage.Post].Count+d.Counters.Unmatched)
+	require.Less(t, d.Counters.StoreErrors, uint64(open/10))
+
+	stage.Begin(base, stage.Stage(report.MaxStages))
+	stage.End(base, stage.Stage(report.MaxStages+3), 1)
+	e := read(t, p)
+	require.Equal(t, uint64(2), e.Counters.BadStage-s.Counters.BadStage)
+}

@@ -17,10 +17,10 @@ import (
 // the stage that begins. They read them from the saved registers; nothing
 // is copied from user memory.
 //
-// begin: takes the time last and stores {id, stage | tgid<<32, time} in a
-// free way of the set of the array "starts" that the key hashes to (a set
-// is one cache line of two ways; with both ways taken it replaces the
-// first and counts a store error).
+// begin: takes the time last and stores {id, stage | tgid<<32, time} in
+// the set of the array "starts" that the key hashes to (a set is one cache
+// line of two ways): in the way already holding the key, else a free way,
+// else it replaces the first and counts a store error.
 //
 // end: takes the time first and looks for the key in its set; where a way
 // holds it, it frees the way, subtracts the calibrated bias (kept in the
@@ -159,9 +159,21 @@ func keySet(pfx string, stageReg int16) asm.Instructions {
 func beginPart(pfx string, stageReg int16, stamp bool) asm.Instructions {
 	ins := keySet(pfx, stageReg)
 	ins = append(ins,
-		// R9: the first free way, else the first way (counted).
+		// R9: the way already holding this key (a stage begun again
+		// before it ended starts over), else the first free way, else
+		// the first way (counted).
 		asm.Mov.Reg(asm.R9, asm.R0),
 		asm.LoadMem(asm.R1, asm.R9, 8, asm.DWord),
+		asm.JNE.Reg(asm.R1, asm.R8, pfx+"same1"),
+		asm.LoadMem(asm.R1, asm.R9, 0, asm.DWord),
+		asm.JEq.Reg(asm.R1, asm.R7, pfx+"fresh"),
+		asm.LoadMem(asm.R1, asm.R9, wayWords*8+8, asm.DWord).WithSymbol(pfx+"same1"),
+		asm.JNE.Reg(asm.R1, asm.R8, pfx+"free"),
+		asm.LoadMem(asm.R1, asm.R9, wayWords*8, asm.DWord),
+		asm.JNE.Reg(asm.R1, asm.R7, pfx+"free"),
+		asm.Add.Imm(asm.R9, wayWords*8),
+		asm.Ja.Label(pfx+"fresh"),
+		asm.LoadMem(asm.R1, asm.R9, 8, asm.DWord).WithSymbol(pfx+"free"),
 		asm.JEq.Imm(asm.R1, 0, pfx+"fresh"),
 		asm.Add.Imm(asm.R9, wayWords*8),
 		asm.LoadMem(asm.R1, asm.R9, 8, asm.DWord),
