@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors the profiler reports; match them with errors.Is.
@@ -23,8 +24,8 @@ var (
 	// ErrMarkerABI: the executable's markers are not the code this
 	// profiler knows how to probe (another scatterkit version).
 	ErrMarkerABI = errors.New("scatterprof: the executable's stage markers do not match this profiler's probe ABI (build both from the same scatterkit version)")
-	// ErrTargetExited: the process is gone.
-	ErrTargetExited = errors.New("scatterprof: the target process exited")
+	// ErrTargetExited: the process is gone (or never was).
+	ErrTargetExited = errors.New("scatterprof: no such process (it exited, or never existed)")
 	// ErrNotSupported: this platform cannot run the profiler (Linux on
 	// amd64 only: the programs read the Go ABI0 stack through pt_regs).
 	ErrNotSupported = errors.New("scatterprof: not supported on this platform (linux/amd64 only)")
@@ -40,10 +41,12 @@ type ExecError struct {
 }
 
 func (e *ExecError) Error() string {
+	// The sentinels carry the command's prefix; say it once, in front.
+	msg := strings.TrimPrefix(e.Err.Error(), "scatterprof: ")
 	if e.PID != 0 {
-		return fmt.Sprintf("process %d (%s): %v", e.PID, e.Path, e.Err)
+		return fmt.Sprintf("scatterprof: process %d (%s): %s", e.PID, e.Path, msg)
 	}
-	return fmt.Sprintf("%s: %v", e.Path, e.Err)
+	return fmt.Sprintf("scatterprof: %s: %s", e.Path, msg)
 }
 
 func (e *ExecError) Unwrap() error { return e.Err }
