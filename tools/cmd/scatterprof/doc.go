@@ -19,8 +19,9 @@
 // probe ABI.
 //
 // Output: a live table every -interval (redrawn in place on a terminal),
-// then a final summary when the targets exit, -duration ends or SIGINT
-// arrives; with -json one JSON line per refresh and one for the final
+// (totals since attach, or with -delta only the last interval), then a
+// final summary of the totals when the targets exit, -duration ends or
+// SIGINT arrives; with -json one JSON line per refresh and one for the final
 // summary; with -metrics host:port a Prometheus endpoint at /metrics. In
 // command mode the profiler writes to stderr and the command keeps stdout;
 // the exit status is the command's.

@@ -322,3 +322,38 @@ func TestCommandDuration(t *testing.T) {
 	require.Positive(t, n)
 	require.Less(t, n, uint64(400), "the profile ended before the command")
 }
+
+// TestDelta: with -delta each refresh shows only its interval, and the
+// final summary the totals.
+func TestDelta(t *testing.T) {
+	fixture.RequireEBPF(t)
+	bin := fixture.Build(t, fixture.ProgPackage, "")
+	f := fixture.Start(t, bin, "-ops", "60", "-stages", "pack=20us", "-pause-at", "0,30")
+	pid := f.Cmd.Process.Pid
+	f.Expect("paused 0")
+	out := fixture.NewLines()
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(context.Background(), []string{"-p", strconv.Itoa(pid), "-json", "-delta", "-interval", "50ms", "-calibrate", "0", "-poll", "10ms"}, out, io.Discard)
+	}()
+	out.Wait(t, "{")
+	f.Go()
+	f.Expect("paused 30")
+	// Once the 30 operations are behind a refresh, the next shows none.
+	var seen uint64
+	for {
+		s, err := report.DecodeJSON([]byte(out.Wait(t, "{")))
+		require.NoError(t, err)
+		n := count(&s, stage.Op)
+		if seen == 30 && n == 0 {
+			break
+		}
+		seen += n
+		require.LessOrEqual(t, seen, uint64(30))
+	}
+	f.Go()
+	f.Finish()
+	require.Equal(t, 0, <-done)
+	s := lastSummary(t, out)
+	require.Equal(t, uint64(60), count(&s, stage.Op), "the final summary holds the totals")
+}

@@ -31,6 +31,7 @@ type Config struct {
 	Interval time.Duration // live table refresh; 0 prints only the final summary
 	Duration time.Duration // stop after this long; 0 runs until the targets exit or a signal
 	JSON     bool          // JSON lines instead of tables
+	Delta    bool          // refreshes show the last interval, not the totals
 	Metrics  string        // serve Prometheus /metrics at this address
 	Pairs    int           // calibration pairs; 0 skips calibration
 	Poll     time.Duration // how often to look for new children and exited targets
@@ -62,6 +63,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.Interval, "interval", time.Second, "refresh the live table this often (0: final summary only)")
 	fs.DurationVar(&c.Duration, "duration", 0, "stop after this long (0: until the targets exit or SIGINT)")
 	fs.BoolVar(&c.JSON, "json", false, "print JSON lines (one per refresh and the final summary) instead of tables")
+	fs.BoolVar(&c.Delta, "delta", false, "each refresh shows only the last interval (the final summary still shows the totals)")
 	fs.StringVar(&c.Metrics, "metrics", "", "serve Prometheus metrics at this address (host:port), path /metrics")
 	fs.IntVar(&c.Pairs, "calibrate", 20000, "marker pairs fired to calibrate the probe's cost (0: do not calibrate)")
 	fs.DurationVar(&c.Poll, "poll", 100*time.Millisecond, "how often to look for new child processes and exited targets")

@@ -29,6 +29,9 @@ type session struct {
 	tty    bool      // out is a terminal: redraw the live table in place
 	start  time.Time
 
+	prev     report.Snapshot // the last refresh's reading (-delta)
+	prevTime time.Time       // when it was taken (the profile's start before the first)
+
 	mu      sync.Mutex
 	known   map[int]bool    // every process of the followed trees
 	live    map[int]bool    // attached and not yet seen to exit
@@ -262,7 +265,17 @@ func (s *session) print(final bool) {
 		fmt.Fprintf(s.errOut, "scatterprof: %v\n", err)
 		return
 	}
-	sum := report.Summarize(&snap, s.meta())
+	m := s.meta()
+	shown := &snap
+	if s.cfg.Delta && !final {
+		if s.prevTime.IsZero() {
+			s.prevTime = s.start
+		}
+		d := snap.Sub(&s.prev)
+		shown, m.Elapsed = &d, snap.Time.Sub(s.prevTime)
+		s.prev, s.prevTime = snap, snap.Time
+	}
+	sum := report.Summarize(shown, m)
 	switch {
 	case s.cfg.JSON:
 		if err := sum.WriteJSON(s.out); err != nil {
