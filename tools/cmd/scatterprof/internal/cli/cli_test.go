@@ -22,6 +22,21 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/stage"
 )
 
+// fixtureBin skips (or fails, with REQUIRE_EBPF=1) where eBPF cannot run,
+// and builds the fixture program.
+func fixtureBin(t *testing.T) string {
+	t.Helper()
+	fixture.RequireEBPF(t)
+	return fixture.Build(t, fixture.ProgPackage, "")
+}
+
+// runAsync runs Main in a goroutine; its exit status arrives on the channel.
+func runAsync(ctx context.Context, args []string, stdout, stderr io.Writer) <-chan int {
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, args, stdout, stderr) }()
+	return done
+}
+
 // lastSummary decodes the last JSON line of the profiler's output.
 func lastSummary(t *testing.T, l *fixture.Lines) report.Summary {
 	t.Helper()
@@ -41,8 +56,7 @@ func count(s *report.Summary, st stage.Stage) uint64 {
 // instruction until attached, so every operation is recorded; its output
 // and exit status pass through.
 func TestCommand(t *testing.T) {
-	fixture.RequireEBPF(t)
-	bin := fixture.Build(t, fixture.ProgPackage, "")
+	bin := fixtureBin(t)
 	stages := "plan=20us,pack=40us"
 	spec, err := fixture.ParseStages(stages)
 	require.NoError(t, err)
@@ -69,8 +83,7 @@ func TestCommand(t *testing.T) {
 // TestChildren profiles a shell that starts two fixtures: the shell has
 // no markers, its children are found and attached.
 func TestChildren(t *testing.T) {
-	fixture.RequireEBPF(t)
-	bin := fixture.Build(t, fixture.ProgPackage, "")
+	bin := fixtureBin(t)
 	script := fmt.Sprintf("%[1]s -ops 30 -delay 300ms -stages plan=20us & %[1]s -ops 20 -delay 300ms -stages plan=20us & wait", bin)
 	errs := fixture.NewLines()
 	code := Main(context.Background(), []string{"-interval", "0", "-json", "-calibrate", "0", "-poll", "10ms", "--", "/bin/sh", "-c", script}, io.Discard, errs)
@@ -83,8 +96,7 @@ func TestChildren(t *testing.T) {
 // TestPIDs attaches to a running fixture, serves /metrics, and detaches
 // at -duration; the fixture runs on, correct, to its end.
 func TestPIDs(t *testing.T) {
-	fixture.RequireEBPF(t)
-	bin := fixture.Build(t, fixture.ProgPackage, "")
+	bin := fixtureBin(t)
 	stages := "plan=20us,pack=40us"
 	spec, err := fixture.ParseStages(stages)
 	require.NoError(t, err)
@@ -93,11 +105,8 @@ func TestPIDs(t *testing.T) {
 	f.Expect("paused 0")
 
 	out, errs := fixture.NewLines(), fixture.NewLines()
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(context.Background(), []string{"-p", strconv.Itoa(pid), "-json", "-interval", "50ms", "-duration", "3s",
-			"-calibrate", "2000", "-metrics", "127.0.0.1:0"}, out, errs)
-	}()
+	done := runAsync(context.Background(), []string{"-p", strconv.Itoa(pid), "-json", "-interval", "50ms", "-duration", "3s",
+		"-calibrate", "2000", "-metrics", "127.0.0.1:0"}, out, errs)
 	addr := strings.TrimSuffix(strings.TrimPrefix(errs.Wait(t, "metrics at "), "scatterprof: metrics at "), "\n")
 	out.Wait(t, "{") // attached: the first refresh
 	f.Go()
@@ -126,16 +135,12 @@ func TestPIDs(t *testing.T) {
 
 // TestTargetExits ends the profile when its only target exits.
 func TestTargetExits(t *testing.T) {
-	fixture.RequireEBPF(t)
-	bin := fixture.Build(t, fixture.ProgPackage, "")
+	bin := fixtureBin(t)
 	f := fixture.Start(t, bin, "-ops", "30", "-stages", "pack=20us", "-pause-at", "0")
 	pid := f.Cmd.Process.Pid
 	f.Expect("paused 0")
 	out, errs := fixture.NewLines(), fixture.NewLines()
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(context.Background(), []string{"-p", strconv.Itoa(pid), "-json", "-interval", "50ms", "-calibrate", "0", "-poll", "10ms"}, out, errs)
-	}()
+	done := runAsync(context.Background(), []string{"-p", strconv.Itoa(pid), "-json", "-interval", "50ms", "-calibrate", "0", "-poll", "10ms"}, out, errs)
 	out.Wait(t, "{")
 	f.Go()
 	f.Finish()
@@ -274,15 +279,11 @@ func TestBench(t *testing.T) {
 // command gets SIGINT, the final summary is printed, and the status says
 // the command did not succeed.
 func TestInterrupt(t *testing.T) {
-	fixture.RequireEBPF(t)
-	bin := fixture.Build(t, fixture.ProgPackage, "")
+	bin := fixtureBin(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errs := fixture.NewLines()
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"-json", "-interval", "50ms", "-calibrate", "0", "--", bin, "-ops", "1000000", "-stages", "pack=50us"}, io.Discard, errs)
-	}()
+	done := runAsync(ctx, []string{"-json", "-interval", "50ms", "-calibrate", "0", "--", bin, "-ops", "1000000", "-stages", "pack=50us"}, io.Discard, errs)
 	for {
 		s, err := report.DecodeJSON([]byte(errs.Wait(t, "{")))
 		require.NoError(t, err)
@@ -305,8 +306,7 @@ func TestInterrupt(t *testing.T) {
 // command runs: the probes come off mid-run, the command runs on to its
 // end, correct, and its status is the profiler's.
 func TestCommandDuration(t *testing.T) {
-	fixture.RequireEBPF(t)
-	bin := fixture.Build(t, fixture.ProgPackage, "")
+	bin := fixtureBin(t)
 	stages := "pack=2ms"
 	spec, err := fixture.ParseStages(stages)
 	require.NoError(t, err)
@@ -326,16 +326,12 @@ func TestCommandDuration(t *testing.T) {
 // TestDelta: with -delta each refresh shows only its interval, and the
 // final summary the totals.
 func TestDelta(t *testing.T) {
-	fixture.RequireEBPF(t)
-	bin := fixture.Build(t, fixture.ProgPackage, "")
+	bin := fixtureBin(t)
 	f := fixture.Start(t, bin, "-ops", "60", "-stages", "pack=20us", "-pause-at", "0,30")
 	pid := f.Cmd.Process.Pid
 	f.Expect("paused 0")
 	out := fixture.NewLines()
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(context.Background(), []string{"-p", strconv.Itoa(pid), "-json", "-delta", "-interval", "50ms", "-calibrate", "0", "-poll", "10ms"}, out, io.Discard)
-	}()
+	done := runAsync(context.Background(), []string{"-p", strconv.Itoa(pid), "-json", "-delta", "-interval", "50ms", "-calibrate", "0", "-poll", "10ms"}, out, io.Discard)
 	out.Wait(t, "{")
 	f.Go()
 	f.Expect("paused 30")
