@@ -251,6 +251,13 @@ func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *co
 	defer pl.finish(st)
 	key := s.cfg.Staging.Region().Key()
 	total := st.norm.Geometry().Bytes
+	// The chunk count, for the stage markers' sampling: a rows plan packs
+	// whole rows, so a chunk holds the largest multiple of the row size.
+	per := uint64(c.chunk)
+	if isRows && uint64(rows.rowSize) <= per {
+		per -= per % uint64(rows.rowSize)
+	}
+	chunks := int((total + per - 1) / per)
 	var stream uint64
 	var err error
 	for k := 0; stream < total; k++ {
@@ -261,7 +268,10 @@ func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *co
 		sl := &pl.slots[i]
 		buf := sl.lease.Bytes()[:c.chunk]
 		cid := stage.ChunkID(c.markID, k)
-		stage.Begin(cid, stage.Pack)
+		marked, weight := stage.ChunkSample(k, chunks)
+		if marked {
+			stage.Begin(cid, stage.Pack)
+		}
 		t := time.Now()
 		var n int
 		if isRows {
@@ -270,11 +280,13 @@ func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *co
 			n = rng.packInto(buf, c.own)
 		}
 		out.pack += time.Since(t)
-		if n > 0 {
+		switch {
+		case !marked:
+		case n > 0:
 			// Posting follows packing directly: one marker for both.
-			stage.Next(cid, stage.Pack, stage.Post, uint64(n))
-		} else {
-			stage.End(cid, stage.Pack, 0)
+			stage.NextWeighted(cid, stage.Pack, stage.Post, uint64(n), weight)
+		default:
+			stage.EndWeighted(cid, stage.Pack, 0, weight)
 		}
 		base, off := stream, uint64(sl.lease.Offset())
 		wrs := st.wrs[:0]
@@ -293,7 +305,9 @@ func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *co
 			out.fill = time.Since(c.received)
 		}
 		err = pl.post(ctx, i, wrs)
-		stage.End(cid, stage.Post, uint64(n))
+		if marked {
+			stage.EndWeighted(cid, stage.Post, uint64(n), weight)
+		}
 		if err == nil {
 			err = pl.poll()
 		}
@@ -346,12 +360,17 @@ func (s *GatherService) runWrite(ctx context.Context, p Peer, st *cmdState, c *c
 			wr := WorkRequest{ID: uint64(i), Op: OpRead, Len: uint32(n), LocalKey: key,
 				LocalOff: uint64(pl.slots[i].lease.Offset()), RemoteKey: c.peerKey, RemoteOff: c.peerOff + at}
 			st.wrs = append(st.wrs[:0], wr)
-			stage.Begin(stage.ChunkID(c.markID, int(issued)), stage.Post)
+			marked, weight := stage.ChunkSample(int(issued), int(k))
+			if marked {
+				stage.Begin(stage.ChunkID(c.markID, int(issued)), stage.Post)
+			}
 			if issued == 0 {
 				out.fill = time.Since(c.received)
 			}
 			err = pl.post(ctx, i, st.wrs)
-			stage.End(stage.ChunkID(c.markID, int(issued)), stage.Post, n)
+			if marked {
+				stage.EndWeighted(stage.ChunkID(c.markID, int(issued)), stage.Post, n, weight)
+			}
 			order[issued%uint64(c.slots)] = i
 			issued++
 			if err != nil {
@@ -371,11 +390,16 @@ func (s *GatherService) runWrite(ctx context.Context, p Peer, st *cmdState, c *c
 		}
 		at, n := chunkAt(done)
 		cid := stage.ChunkID(c.markID, int(done))
-		stage.Begin(cid, stage.Scatter)
+		marked, weight := stage.ChunkSample(int(done), int(k))
+		if marked {
+			stage.Begin(cid, stage.Scatter)
+		}
 		t := time.Now()
 		rng.scatterFrom(c.own, pl.slots[i].lease.Bytes()[:n], at)
 		out.pack += time.Since(t)
-		stage.End(cid, stage.Scatter, n)
+		if marked {
+			stage.EndWeighted(cid, stage.Scatter, n, weight)
+		}
 		pl.slots[i].busy = false
 		done++
 		out.chunks++

@@ -36,7 +36,11 @@
 //	       c3                RET
 //
 // so a uprobe on the NOP finds the arguments in the registers it saved (ax,
-// bx, cx, dx of struct pt_regs). A profiler checks these bytes before it
+// bx, cx, dx of struct pt_regs). The stage argument of end and next (the
+// ended stage) carries in its upper 32 bits the weight of a sampled
+// interval (EndWeighted, NextWeighted; 0 and 1 mean one): it stands for
+// that many intervals of its stage. Chunk stages are sampled (ChunkSample)
+// so that an operation carries at most MaxMarkedChunks chunks' markers. A profiler checks these bytes before it
 // attaches; changing them is a change of the ABI.
 //
 // A begin and its end are matched by the explicit pair (op id, stage), never

@@ -59,3 +59,37 @@ func End(id uint64, s Stage, bytes uint64) { end(id, uint64(s), bytes) }
 // follows another directly, one marker call (one probe hit) instead of
 // two. It is End(id, from, bytes) followed by Begin(id, to).
 func Next(id uint64, from, to Stage, bytes uint64) { next(id, uint64(from), uint64(to), bytes) }
+
+// EndWeighted is End for a sampled interval that stands for w intervals
+// of its stage (see ChunkSample): a profiler counts it w times, its time
+// and bytes w times over. The weight travels in the upper 32 bits of the
+// stage argument; 0 and 1 both mean one.
+func EndWeighted(id uint64, s Stage, bytes uint64, w int) { end(id, weighted(s, w), bytes) }
+
+// NextWeighted is Next whose ended interval stands for w intervals.
+func NextWeighted(id uint64, from, to Stage, bytes uint64, w int) {
+	next(id, weighted(from, w), uint64(to), bytes)
+}
+
+func weighted(s Stage, w int) uint64 { return uint64(s) | uint64(uint32(max(w, 1)))<<32 }
+
+// MaxMarkedChunks bounds how many chunks of one operation carry markers,
+// so that the probes' cost stays a small share of an operation whatever
+// its chunk count.
+const MaxMarkedChunks = 16
+
+// ChunkSample says whether chunk k of an operation of n chunks carries
+// markers and, if so, how many chunks it stands for. With n at most
+// MaxMarkedChunks every chunk is marked with weight 1; beyond, every s-th
+// chunk is (s = ceil(n / MaxMarkedChunks)), standing for itself and the
+// unmarked ones after it, so the weights add up to n.
+func ChunkSample(k, n int) (marked bool, weight int) {
+	if n <= MaxMarkedChunks {
+		return k >= 0 && k < n, 1
+	}
+	s := (n + MaxMarkedChunks - 1) / MaxMarkedChunks
+	if k < 0 || k >= n || k%s != 0 {
+		return false, 0
+	}
+	return true, min(s, n-k)
+}

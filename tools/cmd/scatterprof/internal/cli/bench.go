@@ -337,6 +337,7 @@ func addSnapshot(dst, d *report.Snapshot) {
 		a.Count += b.Count
 		a.SumNs += b.SumNs
 		a.Bytes += b.Bytes
+		a.Probes += b.Probes
 		for j := range a.Hist {
 			a.Hist[j] += b.Hist[j]
 		}

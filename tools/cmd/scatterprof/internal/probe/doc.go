@@ -12,7 +12,8 @@
 //
 //	starts    array, 2048 sets x 2 ways x {id, stage | tgid<<32, start ns, spare}
 //	stages    per-CPU array, 16 records of 264 words: 256 histogram buckets,
-//	          count, sum ns, bytes, bias ns, intervals ended by next, spare
+//	          count, sum ns, bytes (all weighted), bias ns, intervals ended
+//	          by next, intervals probed, spare
 //	counters  per-CPU array, 1 entry: unmatched ends, bad stages, replaced starts
 //
 // A begin stores its start in the way of its set that holds its key, else

@@ -260,6 +260,7 @@ func (p *Profiler) Read(snap *report.Snapshot) error {
 			st.Count += rec[wordCount]
 			st.SumNs += rec[wordSum]
 			st.Bytes += rec[wordBytes]
+			st.Probes += rec[wordProbes]
 			snap.Counters.Nexts += rec[wordNexts]
 		}
 	}

@@ -248,3 +248,52 @@ func TestOpenStages(t *testing.T) {
 	e := read(t, p)
 	require.Equal(t, uint64(2), e.Counters.BadStage-s.Counters.BadStage)
 }
+
+// TestSampledChunks runs chunk intervals marked the way the engine marks
+// them (at most stage.MaxMarkedChunks per operation, each weighted by the
+// chunks it stands for): the recorded count, time and bytes stand for every
+// chunk, only the sampled ones were probed, and the median lies where the
+// chunks' spin does.
+func TestSampledChunks(t *testing.T) {
+	p := newProfiler(t)
+	_, err := p.Calibrate(5000)
+	require.NoError(t, err)
+	const ops, chunks = 50, 40
+	spin := 45 * time.Microsecond
+	marked := 0
+	for k := range chunks {
+		if m, _ := stage.ChunkSample(k, chunks); m {
+			marked++
+		}
+	}
+	require.Less(t, marked, chunks)
+
+	bin := fixture.Build(t, fixture.ProgPackage, "")
+	f := fixture.Start(t, bin, "-ops", strconv.Itoa(ops), "-stages", "plan=10us", "-chunks", strconv.Itoa(chunks),
+		"-chunk-spin", spin.String(), "-pause-at", "0")
+	_, err = p.Attach(f.Cmd.Process.Pid)
+	require.NoError(t, err)
+	f.Expect("paused 0")
+	f.Go()
+	n, sum := f.Finish()
+	require.Equal(t, ops, n)
+	spec, err := fixture.ParseStages("plan=10us")
+	require.NoError(t, err)
+	require.Equal(t, fixture.ExpectChunks(ops, spec, stage.Scatter, chunks), sum)
+
+	s := read(t, p)
+	st := &s.Stages[stage.Scatter]
+	require.Equal(t, uint64(ops*chunks), st.Count, "the weights stand for every chunk")
+	require.Equal(t, uint64(ops*marked), st.Probes)
+	require.Equal(t, uint64(ops*chunks*264), st.Bytes)
+	var total uint64
+	for _, c := range st.Hist {
+		total += c
+	}
+	require.Equal(t, st.Count, total)
+	p50 := report.Quantile(&st.Hist, 0.5)
+	require.Equal(t, report.Log2Bucket(uint64(spin)), report.Log2Bucket(uint64(p50)), "median %.0f ns", p50)
+	mean := float64(st.SumNs) / float64(st.Count)
+	require.InEpsilon(t, float64(spin), mean, 0.25, "mean %.0f ns", mean)
+	require.Equal(t, uint64(ops*(2+2+2*marked)), s.Hits(), "op, plan and the sampled chunks' pairs")
+}

@@ -25,9 +25,10 @@ import (
 // end: takes the time first and looks for the key in its set; where a way
 // holds it, it frees the way, subtracts the calibrated bias (kept in the
 // stage's record) and adds the interval to the stage's per-CPU record:
-// log2 histogram bucket, count, sum of nanoseconds, bytes. A key in
-// neither way (attached mid-stage, or its start replaced) counts as
-// unmatched.
+// log2 histogram bucket, count, sum of nanoseconds, bytes, each times the
+// interval's weight (a sampled chunk stands for several; the stage word's
+// upper half), and one probed interval. A key in neither way (attached
+// mid-stage, or its start replaced) counts as unmatched.
 //
 // next: end of one stage and begin of the next at one time, in one probe
 // hit; the ended stage's record counts it.
@@ -49,8 +50,9 @@ const (
 	wordSum   = report.Buckets + 1 // their nanoseconds
 	wordBytes = report.Buckets + 2 // the bytes their ends reported
 	wordBias  = report.Buckets + 3 // nanoseconds subtracted from every interval (set by calibration)
-	wordNexts = report.Buckets + 4 // intervals ended by a next probe
-	recWords  = report.Buckets + 8 // the totals fill one 64-byte line
+	wordNexts  = report.Buckets + 4 // intervals ended by a next probe
+	wordProbes = report.Buckets + 5 // intervals probed (count holds their weights)
+	recWords   = report.Buckets + 8 // the totals fill one 64-byte line
 )
 
 // Counter slots of the per-CPU array "counters" (one entry of nCounters
@@ -75,6 +77,7 @@ const (
 	fpKey      = -8  // a map key (uint32)
 	fpNow      = -24 // the probe's time
 	fpReplaced = -32 // begin: a way was taken over (uint32)
+	fpWeight   = -40 // end: the interval's weight (the stage word's upper half)
 )
 
 // Open stages live in a table of 2^setBits sets of two ways; a way is
@@ -127,8 +130,9 @@ func countThen(c int, sym, next string) asm.Instructions {
 	return append(ins, asm.Ja.Label(next))
 }
 
-// keySet loads the op id into R7 and the stage (from the saved register at
-// stageReg) into R8, checks the stage (else jumps to pfx+"badstage"),
+// keySet loads the op id into R7 and the stage word (from the saved
+// register at stageReg) into R8, keeps the word's upper half (an end's
+// weight) at fpWeight, checks the stage (else jumps to pfx+"badstage"),
 // turns R8 into stage | tgid<<32, and leaves in R0 a pointer to the key's
 // set (or jumps to pfx+"out" if the lookup fails). It clobbers R1-R5 and
 // the key slot.
@@ -136,6 +140,11 @@ func keySet(pfx string, stageReg int16) asm.Instructions {
 	ins := asm.Instructions{
 		asm.LoadMem(asm.R7, asm.R6, ptRegsAX, asm.DWord),
 		asm.LoadMem(asm.R8, asm.R6, stageReg, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.R8),
+		asm.RSh.Imm(asm.R1, 32),
+		asm.StoreMem(asm.RFP, fpWeight, asm.R1, asm.DWord),
+		asm.LSh.Imm(asm.R8, 32),
+		asm.RSh.Imm(asm.R8, 32),
 		asm.JGE.Imm(asm.R8, report.MaxStages, pfx+"badstage"),
 		asm.FnGetCurrentPidTgid.Call(),
 		asm.RSh.Imm(asm.R0, 32),
@@ -266,15 +275,23 @@ func endPart(pfx string, stageReg, bytesReg int16, next bool) asm.Instructions {
 		asm.Add.Reg(asm.R7, asm.R1),
 		asm.And.Imm(asm.R7, report.Buckets-1).WithSymbol(pfx+"have"),
 
-		asm.LSh.Imm(asm.R7, 3),
+		// R2: the weight, at least 1; the interval counts that many
+		// times, its time and bytes that many times over.
+		asm.LoadMem(asm.R2, asm.RFP, fpWeight, asm.DWord),
+		asm.JNE.Imm(asm.R2, 0, pfx+"weighed"),
+		asm.Mov.Imm(asm.R2, 1),
+		asm.LSh.Imm(asm.R7, 3).WithSymbol(pfx+"weighed"),
 		asm.Mov.Reg(asm.R1, asm.R0),
 		asm.Add.Reg(asm.R1, asm.R7),
-		asm.Mov.Imm(asm.R2, 1),
 		asm.AddAtomic.Mem(asm.R1, asm.R2, asm.DWord, 0),
 		asm.AddAtomic.Mem(asm.R0, asm.R2, asm.DWord, wordCount*8),
+		asm.Mul.Reg(asm.R9, asm.R2),
 		asm.AddAtomic.Mem(asm.R0, asm.R9, asm.DWord, wordSum*8),
 		asm.LoadMem(asm.R3, asm.R6, bytesReg, asm.DWord),
+		asm.Mul.Reg(asm.R3, asm.R2),
 		asm.AddAtomic.Mem(asm.R0, asm.R3, asm.DWord, wordBytes*8),
+		asm.Mov.Imm(asm.R2, 1),
+		asm.AddAtomic.Mem(asm.R0, asm.R2, asm.DWord, wordProbes*8),
 	)
 	if next {
 		ins = append(ins, asm.AddAtomic.Mem(asm.R0, asm.R2, asm.DWord, wordNexts*8))

@@ -37,14 +37,18 @@
 //	{"time":"2025-01-02T03:04:05.123456789Z",  // RFC 3339, nanoseconds
 //	 "elapsed_s":12.5,                          // Meta.Elapsed in seconds
 //	 "targets":[{"pid":1234,"exe":"/usr/bin/scatterd"}],
-//	 "stages":[{"stage":5,"name":"pack","count":1000,
+//	 "stages":[{"stage":5,"name":"pack","count":1000,"probes":250,
 //	            "p50_us":1.27,"p95_us":3.1,"p99_us":4.9,"mean_us":1.5,
 //	            "bytes":1048576,"share":0.42,"rate_gbps":12.3}],
 //	 "counters":{"unmatched":0,"nexts":0,"bad_stage":0,"store_errors":0},
 //	 "bias_us":0.95,"hit_us":1.27,"unprobed_us":0.002,
 //	 "probe_share":0.004}
 //
-// Durations are float microseconds (suffix _us), rate_gbps is gigabits per
+// count is the number of intervals: for chunk stages, which the engine
+// samples (at most 16 chunks of an operation carry markers, each weighted
+// by the chunks it stands for), an estimate from the weights; probes is
+// the number of intervals actually probed. Durations are float
+// microseconds (suffix _us), rate_gbps is gigabits per
 // second of the stage's own time, share and probe_share are fractions.
 // Stages appear in numeric order; targets and stages are [] when empty.
 // A decoder rejects malformed JSON, a bad time and stage numbers outside

@@ -9,11 +9,17 @@ import (
 // Stage is what the kernel recorded for one stage number, summed over
 // CPUs: matched begin/end intervals (after the calibrated bias was
 // subtracted), their histogram and the bytes their ends reported.
+//
+// A sampled interval (the engine marks at most stage.MaxMarkedChunks chunks
+// of an operation) stands for several: Count, SumNs, Bytes and Hist hold
+// the weighted figures, estimates of all intervals; Probes counts the
+// intervals actually probed.
 type Stage struct {
-	Count uint64          `json:"count"`
-	SumNs uint64          `json:"sum_ns"`
-	Bytes uint64          `json:"bytes"`
-	Hist  [Buckets]uint64 `json:"-"`
+	Count  uint64          `json:"count"`
+	SumNs  uint64          `json:"sum_ns"`
+	Bytes  uint64          `json:"bytes"`
+	Probes uint64          `json:"probes"`
+	Hist   [Buckets]uint64 `json:"-"`
 }
 
 // Counters are the probes' own event counts. Matched intervals are the
@@ -32,19 +38,19 @@ type Snapshot struct {
 	Counters Counters
 }
 
-// Intervals is the number of matched intervals of every stage but the
-// calibration stage.
+// Intervals is the number of matched intervals probed, of every stage but
+// the calibration stage.
 func (s *Snapshot) Intervals() uint64 {
 	var n uint64
 	for i := range s.Stages {
 		if i != CalibrationStage {
-			n += s.Stages[i].Count
+			n += s.Stages[i].Probes
 		}
 	}
 	return n
 }
 
-// Hits is the number of probe hits the snapshot accounts for: each matched
+// Hits is the number of probe hits the snapshot accounts for: each probed
 // interval took a begin and an end hit, less one hit per next probe (which
 // ended one interval and began another), plus the hits that matched
 // nothing. Begins still open when the maps were read are not counted.
@@ -64,7 +70,7 @@ func (s *Snapshot) Sub(prev *Snapshot) Snapshot {
 	for i := range s.Stages {
 		a, b := &s.Stages[i], &prev.Stages[i]
 		o := &d.Stages[i]
-		o.Count, o.SumNs, o.Bytes = a.Count-b.Count, a.SumNs-b.SumNs, a.Bytes-b.Bytes
+		o.Count, o.SumNs, o.Bytes, o.Probes = a.Count-b.Count, a.SumNs-b.SumNs, a.Bytes-b.Bytes, a.Probes-b.Probes
 		for j := range a.Hist {
 			o.Hist[j] = a.Hist[j] - b.Hist[j]
 		}

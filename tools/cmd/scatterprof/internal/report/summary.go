@@ -36,7 +36,8 @@ type Target struct {
 type Row struct {
 	Stage               int
 	Name                string
-	Count               uint64
+	Count               uint64 // intervals (sampled chunk stages: estimated from their weights)
+	Probes              uint64 // intervals probed
 	P50, P95, P99, Mean time.Duration
 	Bytes               uint64
 	Share               float64 // this stage's summed time / the op stage's summed time (0 when no op recorded)
@@ -81,14 +82,15 @@ func Summarize(s *Snapshot, m Meta) Summary {
 			continue
 		}
 		r := Row{
-			Stage: i,
-			Name:  StageName(i),
-			Count: st.Count,
-			P50:   quantileDuration(&st.Hist, 0.50),
-			P95:   quantileDuration(&st.Hist, 0.95),
-			P99:   quantileDuration(&st.Hist, 0.99),
-			Mean:  time.Duration(st.SumNs / st.Count),
-			Bytes: st.Bytes,
+			Stage:  i,
+			Name:   StageName(i),
+			Count:  st.Count,
+			Probes: st.Probes,
+			P50:    quantileDuration(&st.Hist, 0.50),
+			P95:    quantileDuration(&st.Hist, 0.95),
+			P99:    quantileDuration(&st.Hist, 0.99),
+			Mean:   time.Duration(st.SumNs / st.Count),
+			Bytes:  st.Bytes,
 		}
 		if op.Count > 0 && op.SumNs > 0 {
 			r.Share = float64(st.SumNs) / float64(op.SumNs)
@@ -137,6 +139,7 @@ type rowJSON struct {
 	Stage    int     `json:"stage"`
 	Name     string  `json:"name"`
 	Count    uint64  `json:"count"`
+	Probes   uint64  `json:"probes"`
 	P50Us    float64 `json:"p50_us"`
 	P95Us    float64 `json:"p95_us"`
 	P99Us    float64 `json:"p99_us"`
@@ -168,7 +171,7 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 	}
 	for _, r := range s.Rows {
 		out.Stages = append(out.Stages, rowJSON{
-			Stage: r.Stage, Name: r.Name, Count: r.Count,
+			Stage: r.Stage, Name: r.Name, Count: r.Count, Probes: r.Probes,
 			P50Us: micros(r.P50), P95Us: micros(r.P95), P99Us: micros(r.P99), MeanUs: micros(r.Mean),
 			Bytes: r.Bytes, Share: r.Share, RateGbps: r.Rate * 8 / 1e9,
 		})
@@ -209,7 +212,7 @@ func DecodeJSON(b []byte) (Summary, error) {
 			return Summary{}, fmt.Errorf("%w: stages[%d]: stage number %d out of range", ErrBadSummary, i, r.Stage)
 		}
 		s.Rows = append(s.Rows, Row{
-			Stage: r.Stage, Name: r.Name, Count: r.Count,
+			Stage: r.Stage, Name: r.Name, Count: r.Count, Probes: r.Probes,
 			P50: fromMicros(r.P50Us), P95: fromMicros(r.P95Us), P99: fromMicros(r.P99Us), Mean: fromMicros(r.MeanUs),
 			Bytes: r.Bytes, Share: r.Share, Rate: r.RateGbps * 1e9 / 8,
 		})

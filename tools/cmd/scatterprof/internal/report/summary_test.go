@@ -35,6 +35,7 @@ type truth [MaxStages][]uint64
 // record adds one interval to a stage the way the kernel does.
 func record(st *Stage, ns, bytes uint64) {
 	st.Count++
+	st.Probes++
 	st.SumNs += ns
 	st.Bytes += bytes
 	st.Hist[BucketOf(ns)]++
@@ -311,7 +312,7 @@ func TestJSONFields(t *testing.T) {
 	require.NoError(t, json.Unmarshal(top["stages"], &stages))
 	require.Len(t, stages, len(sum.Rows))
 	for i, st := range stages {
-		require.ElementsMatch(t, []string{"stage", "name", "count", "p50_us", "p95_us", "p99_us",
+		require.ElementsMatch(t, []string{"stage", "name", "count", "probes", "p50_us", "p95_us", "p99_us",
 			"mean_us", "bytes", "share", "rate_gbps"}, keys(st))
 		var gbps, p99 float64
 		require.NoError(t, json.Unmarshal(st["rate_gbps"], &gbps))
