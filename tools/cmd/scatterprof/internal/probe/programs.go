@@ -46,10 +46,10 @@ import (
 // Record layout of one stage in the per-CPU array "stages" (uint64 words):
 // the histogram, then one line of totals.
 const (
-	wordCount = report.Buckets     // intervals recorded
-	wordSum   = report.Buckets + 1 // their nanoseconds
-	wordBytes = report.Buckets + 2 // the bytes their ends reported
-	wordBias  = report.Buckets + 3 // nanoseconds subtracted from every interval (set by calibration)
+	wordCount  = report.Buckets     // intervals recorded
+	wordSum    = report.Buckets + 1 // their nanoseconds
+	wordBytes  = report.Buckets + 2 // the bytes their ends reported
+	wordBias   = report.Buckets + 3 // nanoseconds subtracted from every interval (set by calibration)
 	wordNexts  = report.Buckets + 4 // intervals ended by a next probe
 	wordProbes = report.Buckets + 5 // intervals probed (count holds their weights)
 	recWords   = report.Buckets + 8 // the totals fill one 64-byte line
