@@ -84,7 +84,7 @@ func TestCommand(t *testing.T) {
 // no markers, its children are found and attached.
 func TestChildren(t *testing.T) {
 	bin := fixtureBin(t)
-	script := fmt.Sprintf("%[1]s -ops 30 -delay 300ms -stages plan=20us & %[1]s -ops 20 -delay 300ms -stages plan=20us & wait", bin)
+	script := fmt.Sprintf("%[1]s -ops 30 -delay 1s -stages plan=20us & %[1]s -ops 20 -delay 1s -stages plan=20us & wait", bin)
 	errs := fixture.NewLines()
 	code := Main(context.Background(), []string{"-interval", "0", "-json", "-calibrate", "0", "-poll", "10ms", "--", "/bin/sh", "-c", script}, io.Discard, errs)
 	require.Equal(t, 0, code, "%s", strings.Join(errs.All(), "\n"))
