@@ -968,7 +968,10 @@ func TestPlanAllocs(t *testing.T) {
 		t.Logf("%d tokens: %d allocations, %d bytes for a plan of %d bytes", tok, allocs, bytes, size)
 		// 200: about 60 normally; the race detector's pool drops and the
 		// planning goroutines add some (100 was reached under -race).
-		if allocs > 200 || bytes > 2*uint64(size) {
+		// Bytes: twice the plan, plus 16 KiB of fixed working state that
+		// dominates small plans (1024 tokens under -race once took 192
+		// bytes over twice the plan).
+		if allocs > 200 || bytes > 2*uint64(size)+16<<10 {
 			t.Errorf("%d tokens: %d allocations, %d bytes for a plan of %d bytes", tok, allocs, bytes, size)
 		}
 	}
