@@ -204,9 +204,10 @@
 // and scatter (per chunk, [stage.ChunkID]; at most stage.MaxMarkedChunks
 // chunks of a command carry markers, each weighted by the chunks it stands
 // for), post (per batch or chunk; a READ chunk's pack and post share one
-// stage.Next) and completion; never a fragment. Operation ids and the gather service's command ids come from
-// one process-wide counter, so a profiler's (id, stage) keys never collide
-// within a process (tools/cmd/scatterprof).
+// stage.Next) and completion; never a fragment. Operation ids and the
+// gather service's command ids come from one process-wide counter, so a
+// profiler's (id, stage) keys never collide within a process
+// (tools/cmd/scatterprof).
 //
 // # Gather service
 //

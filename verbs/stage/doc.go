@@ -15,8 +15,9 @@
 //
 // Begin and End are inlined into their callers, which call the markers
 // begin and end directly. On amd64 these are ABI0 assembly functions whose
-// ELF symbols are github.com/scatterkit/scatterkit/verbs/stage.begin.abi0 and
-// .end.abi0 (the linker's suffix for ABI0 text symbols); elsewhere the
+// ELF symbols are github.com/scatterkit/scatterkit/verbs/stage.begin.abi0,
+// .end.abi0 and .next.abi0 (the linker's suffix for ABI0 text symbols; the
+// linker drops next from programs that never call Next); elsewhere the
 // symbols carry no suffix. On amd64 their code is exactly
 //
 //	begin: 48 8b 44 24 08    MOVQ 8(SP), AX    op id
@@ -36,12 +37,14 @@
 //	       c3                RET
 //
 // so a uprobe on the NOP finds the arguments in the registers it saved (ax,
-// bx, cx, dx of struct pt_regs). The stage argument of end and next (the
-// ended stage) carries in its upper 32 bits the weight of a sampled
-// interval (EndWeighted, NextWeighted; 0 and 1 mean one): it stands for
-// that many intervals of its stage. Chunk stages are sampled (ChunkSample)
-// so that an operation carries at most MaxMarkedChunks chunks' markers. A profiler checks these bytes before it
+// bx, cx, dx of struct pt_regs). A profiler checks these bytes before it
 // attaches; changing them is a change of the ABI.
+//
+// The stage argument of end and next (the ended stage) carries in its
+// upper 32 bits the weight of a sampled interval (EndWeighted,
+// NextWeighted; 0 and 1 mean one): it stands for that many intervals of
+// its stage. Chunk stages are sampled (ChunkSample), so that an operation
+// carries the markers of at most MaxMarkedChunks chunks.
 //
 // A begin and its end are matched by the explicit pair (op id, stage), never
 // by the thread: stages of one operation run on several goroutines. Chunk
