@@ -176,6 +176,19 @@ func TestRefusals(t *testing.T) {
 	f.Go()
 	f.Finish()
 
+	// Markers of another probe ABI: the begin marker's first move replaced.
+	good := fixture.Build(t, fixture.ProgPackage, "")
+	m, err := probe.CheckExecutable(good)
+	require.NoError(t, err)
+	require.NotZero(t, m.Next, "the fixture calls stage.Next")
+	b, err := os.ReadFile(good)
+	require.NoError(t, err)
+	b[m.Begin-10] = 0x90
+	other := filepath.Join(t.TempDir(), "other-abi")
+	require.NoError(t, os.WriteFile(other, b, 0o755))
+	_, err = probe.CheckExecutable(other)
+	require.ErrorIs(t, err, probe.ErrMarkerABI)
+
 	// A Go program without the engine.
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() { println(\"hi\") }\n"), 0o644))
