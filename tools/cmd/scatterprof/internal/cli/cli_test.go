@@ -353,3 +353,31 @@ func TestDelta(t *testing.T) {
 	s := lastSummary(t, out)
 	require.Equal(t, uint64(60), count(&s, stage.Op), "the final summary holds the totals")
 }
+
+func TestParseStat(t *testing.T) {
+	for _, tc := range []struct {
+		line  string
+		state byte
+		ppid  int
+		ok    bool
+	}{
+		{"1234 (scatterbench) S 1200 1234 1200 0 -1", 'S', 1200, true},
+		{"77 (a) b (c)) R 5 77", 'R', 5, true},
+		{"88 (zombie) Z 1 88", 'Z', 1, true},
+		{"88 (cut", 0, 0, false},
+		{"88 (x) S", 0, 0, false},
+		{"88 (x) S y", 0, 0, false},
+		{"88 (x) SS 1", 0, 0, false},
+	} {
+		st, pp, ok := parseStat([]byte(tc.line))
+		require.Equal(t, tc.ok, ok, tc.line)
+		if ok {
+			require.Equal(t, tc.state, st, tc.line)
+			require.Equal(t, tc.ppid, pp, tc.line)
+		}
+	}
+	require.True(t, alive(os.Getpid()))
+	kids, err := children(map[int]bool{os.Getppid(): true})
+	require.NoError(t, err)
+	require.Contains(t, kids, os.Getpid())
+}

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"strconv"
-	"syscall"
 )
 
 // alive reports whether process pid exists and is not a zombie.
@@ -64,12 +62,6 @@ func children(parents map[int]bool) ([]int, error) {
 		}
 	}
 	return out, nil
-}
-
-// signalable reports whether this process may signal pid (it exists).
-func signalable(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func selfPID() int { return os.Getpid() }
