@@ -281,7 +281,9 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 	res.ProbeShare = res.HitsPerOp * float64(res.Calibration.Hit) / float64(p50off)
 	res.Unmatched = attached.Counters.Unmatched
 	res.OpsRecorded = attached.Stages[stage.Op].Count
-	res.Shares = compareShares(&attached, on)
+	if !c.Control {
+		res.Shares = compareShares(&attached, on)
+	}
 	return res, nil
 }
 
@@ -405,7 +407,9 @@ func printBench(w io.Writer, r *BenchResult) {
 		r.Calibration.Hit, r.Calibration.Bias, r.Calibration.Unprobed, r.HitsPerOp)
 	fmt.Fprintf(w, "p50 detached %.3f ms, attached %.3f ms; goodput %.2f / %.2f Gbit/s\n",
 		r.P50Off, r.P50On, r.GoodputOff, r.GoodputOn)
-	fmt.Fprintf(w, "%-10s %-9s %9s %9s %8s\n", "stage", "trace", "profiler", "trace", "diff")
+	if len(r.Shares) > 0 {
+		fmt.Fprintf(w, "%-10s %-9s %9s %9s %8s\n", "stage", "trace", "profiler", "trace", "diff")
+	}
 	for _, s := range r.Shares {
 		fmt.Fprintf(w, "%-10s %-9s %8.1f%% %8.1f%% %+7.1f%%\n", s.Stage, s.Trace, 100*s.Profiler, 100*s.Engine, 100*s.Diff)
 	}
@@ -420,6 +424,10 @@ func printBench(w io.Writer, r *BenchResult) {
 		worst = max(worst, abs(s.Diff))
 	}
 	fmt.Fprintf(w, "goodput attached / detached: %.3f of the p50s over all blocks\n", r.Goodput)
+	if r.Control {
+		fmt.Fprintf(w, "A/A: goodput ratio (median over repetitions of adjacent blocks) %.3f; the goals need the profiler attached\n", r.Paired)
+		return
+	}
 	fmt.Fprintf(w, "goal: goodput attached / detached >= %.2f (median over repetitions of adjacent blocks): %.3f %s\n", goalGoodput, r.Paired, met(r.Paired >= goalGoodput))
 	fmt.Fprintf(w, "goal: detached markers / op time <= %.1f%%: %.4f%% %s\n", 100*goalMarkers, 100*r.Markers, met(r.Markers <= goalMarkers))
 	fmt.Fprintf(w, "goal: stage shares within %.0f%% of op time of the trace: worst %.1f%% %s\n", 100*goalAgreement, 100*worst, met(worst <= goalAgreement && len(r.Shares) > 0))

@@ -273,6 +273,19 @@ func TestBench(t *testing.T) {
 	var buf bytes.Buffer
 	printBench(&buf, &res)
 	require.Contains(t, buf.String(), "goal: goodput attached / detached")
+
+	// The A/A control attaches nothing and claims no goal.
+	res, err = RunBench(context.Background(), BenchConfig{Workload: "many-small", TableBytes: 64 << 20, Seed: 7,
+		Reps: 1, Block: 2, Warmup: 1, Pairs: 2000, Control: true}, io.Discard)
+	require.NoError(t, err)
+	require.True(t, res.Control)
+	require.Zero(t, res.OpsRecorded)
+	require.Zero(t, res.HitsPerOp)
+	require.Empty(t, res.Shares)
+	buf.Reset()
+	printBench(&buf, &res)
+	require.NotContains(t, buf.String(), "goal:")
+	require.Contains(t, buf.String(), "A/A")
 }
 
 // TestInterrupt cancels a command-mode profile (as SIGINT does): the
