@@ -3,6 +3,7 @@ package costmodel
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -94,6 +95,38 @@ type Calibration struct {
 	// Fill, Memmove and Random are the phases' wall times; Elapsed is the
 	// whole call.
 	Fill, Memmove, Random, Elapsed time.Duration
+	// Fallback is empty for a measured calibration. For one that could
+	// not finish (see CalibrateOrFallback) it says why, and BMem and RCopy
+	// are the conservative ConservativeBMem and ConservativeRCopy.
+	Fallback string
+}
+
+// Conservative figures of a calibration that could not finish, per
+// worker. They sit well below what a memmove and a random small copy
+// reach on any machine measured (9 GB/s and about 3.5 M rows/s per core
+// on a small noisy VM), so the cost model prices packing high and leans
+// toward direct until moving measurements of real commands refine them.
+const (
+	ConservativeBMem  = 1e9 // bytes/s
+	ConservativeRCopy = 1e6 // spans/s
+)
+
+// CalibrateOrFallback runs Calibrate and, when the calibration cannot
+// finish (its context ends, the probe buffer cannot be mapped, nothing
+// usable was measured), returns the conservative figures instead, with
+// Fallback set to the reason: a busy machine must not stop an owner or an
+// engine from starting. Invalid options are still returned as errors.
+func CalibrateOrFallback(ctx context.Context, opts CalibrateOptions) (Calibration, error) {
+	c, err := Calibrate(ctx, opts)
+	if err == nil {
+		return c, nil
+	}
+	if errors.Is(err, ErrInvalidOptions) {
+		return Calibration{}, err
+	}
+	_ = opts.fill() // valid: Calibrate got past it
+	return Calibration{BMem: ConservativeBMem, RCopy: ConservativeRCopy, RowBytes: opts.RowBytes,
+		Workers: opts.Workers, Fallback: err.Error()}, nil
 }
 
 // Apply returns p with BMem and RCopy set from the calibration.

@@ -104,3 +104,32 @@ func TestCalibrateContextDeadlineShortensBudget(t *testing.T) {
 	requireUsable(t, c)
 	require.Less(t, c.Elapsed, 5*time.Second)
 }
+
+// TestCalibrateOrFallback: a calibration that cannot finish (its context
+// already over, or ending mid-probe) yields the conservative figures and
+// says why; invalid options are still an error; a calibration that
+// finishes is returned as measured.
+func TestCalibrateOrFallback(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	short, cancelShort := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancelShort()
+	for name, ctx := range map[string]context.Context{"cancelled": done, "deadline": short} {
+		t.Run(name, func(t *testing.T) {
+			c, err := CalibrateOrFallback(ctx, CalibrateOptions{Workers: 2})
+			require.NoError(t, err)
+			require.Equal(t, float64(ConservativeBMem), c.BMem)
+			require.Equal(t, float64(ConservativeRCopy), c.RCopy)
+			require.Equal(t, 2, c.Workers)
+			require.Contains(t, c.Fallback, "calibration")
+			require.NoError(t, c.Apply(handParams()).Validate())
+		})
+	}
+	_, err := CalibrateOrFallback(context.Background(), CalibrateOptions{Budget: time.Hour})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+
+	c, err := CalibrateOrFallback(context.Background(), CalibrateOptions{Budget: 10 * time.Millisecond})
+	require.NoError(t, err)
+	require.Empty(t, c.Fallback)
+	requireUsable(t, c)
+}

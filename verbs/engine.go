@@ -24,8 +24,9 @@ type EngineConfig struct {
 	// does not close it.
 	Staging *Staging
 	// Calibration is the local packing calibration used for WRITE
-	// gather. Nil with Staging set runs costmodel.Calibrate in NewEngine
-	// (CalibrationBudget, default 20 ms).
+	// gather. Nil with Staging set runs costmodel.CalibrateOrFallback in
+	// NewEngine (CalibrationBudget, default 20 ms): one that cannot finish
+	// gives conservative figures (Engine.Calibration says so).
 	Calibration       *costmodel.Calibration
 	CalibrationBudget time.Duration
 	// StagingTimeout bounds the wait for a WRITE wave's staging lease
@@ -240,7 +241,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 			e.local = *cfg.Calibration
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.CalibrationBudget+time.Second)
-			e.local, err = costmodel.Calibrate(ctx, costmodel.CalibrateOptions{Budget: cfg.CalibrationBudget})
+			e.local, err = costmodel.CalibrateOrFallback(ctx, costmodel.CalibrateOptions{Budget: cfg.CalibrationBudget})
 			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("verbs: engine calibration: %w", err)

@@ -202,6 +202,16 @@ func (op *Operation) mappedParams(p costmodel.Params, cal costmodel.Calibration)
 	return p
 }
 
+// Calibration returns the engine's local packing calibration and whether
+// it has one yet (given, probed in NewEngine with staging, or probed by
+// the first mapped operation). A probe that could not finish gives the
+// conservative figures, with Calibration.Fallback saying why.
+func (e *Engine) Calibration() (costmodel.Calibration, bool) {
+	e.calMu.Lock()
+	defer e.calMu.Unlock()
+	return e.local, e.calOK
+}
+
 // localCalibration returns the engine's local packing calibration,
 // probing once (CalibrationBudget, with the engine's copy workers) when
 // the configuration gave none and there is no staging.
@@ -213,7 +223,7 @@ func (e *Engine) localCalibration() (costmodel.Calibration, error) {
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 10*e.cfg.CalibrationBudget+time.Second)
 	defer cancel()
-	cal, err := costmodel.Calibrate(ctx, costmodel.CalibrateOptions{Budget: e.cfg.CalibrationBudget, Workers: e.copyWorkers})
+	cal, err := costmodel.CalibrateOrFallback(ctx, costmodel.CalibrateOptions{Budget: e.cfg.CalibrationBudget, Workers: e.copyWorkers})
 	if err != nil {
 		return costmodel.Calibration{}, fmt.Errorf("verbs: engine calibration: %w", err)
 	}

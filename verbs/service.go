@@ -55,8 +55,10 @@ type ServiceConfig struct {
 	// fields).
 	Limits planfmt.Limits
 	// Calibration is the owner's packing calibration, reported to
-	// requesters. Nil runs costmodel.Calibrate (CalibrationBudget,
-	// default 50 ms, with PackWorkers workers) in NewGatherService.
+	// requesters. Nil runs costmodel.CalibrateOrFallback
+	// (CalibrationBudget, default 50 ms, with PackWorkers workers) in
+	// NewGatherService: a calibration that cannot finish gives the
+	// conservative figures, and GatherService.Calibration says so.
 	Calibration       *costmodel.Calibration
 	CalibrationBudget time.Duration
 }
@@ -71,6 +73,7 @@ type GatherService struct {
 	seg     Segment
 	exports map[Key]*Region
 	info    OwnerInfo
+	cal     costmodel.Calibration
 	workers *pack.Workers
 
 	mu      sync.Mutex
@@ -173,7 +176,7 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.CalibrationBudget+time.Second)
 		var err error
-		cal, err = costmodel.Calibrate(ctx, costmodel.CalibrateOptions{Budget: cfg.CalibrationBudget, Workers: cfg.PackWorkers})
+		cal, err = costmodel.CalibrateOrFallback(ctx, costmodel.CalibrateOptions{Budget: cfg.CalibrationBudget, Workers: cfg.PackWorkers})
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("verbs: gather service calibration: %w", err)
@@ -182,6 +185,7 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 	if !(cal.BMem > 0) || !(cal.RCopy > 0) {
 		return nil, bad("Calibration", "BMem and RCopy must be positive")
 	}
+	s.cal = cal
 	s.info = OwnerInfo{BMem: cal.BMem, RCopy: cal.RCopy, PackWorkers: cfg.PackWorkers, MaxSlots: cfg.MaxSlots,
 		StagingBudget: cfg.CommandBudget, MinChunk: int64(ps.MinSlot), MaxChunk: cfg.MaxChunk,
 		InlineMax: max(s.inlineMax, 0)}
@@ -192,6 +196,12 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 	cfg.Segment.Handle(MethodGather, HandlerFunc(s.serveGather))
 	return s, nil
 }
+
+// Calibration returns the packing calibration the service reports: as
+// given, as measured, or, when the startup calibration could not finish
+// (a busy machine), the conservative figures with Calibration.Fallback
+// saying why.
+func (s *GatherService) Calibration() costmodel.Calibration { return s.cal }
 
 // Info returns what the service reports to requesters (without exposures).
 func (s *GatherService) Info() OwnerInfo { return s.info }
