@@ -50,10 +50,11 @@ func Remove(dir, name string, opts *RemoveOptions) error {
 
 // List returns the specs of the tables published in dir, sorted by name.
 // Each file named FileName(name) for a valid name has its header, name,
-// size and checksum table checked (not its rows: see Verify); anything
-// else in dir, such as hidden temporary files, is ignored. When some table
-// files fail the check, List returns the specs of the others together with
-// an error joining one [*CorruptError] (or [*OpError]) per bad file.
+// size, checksum table and padding checked (not its rows: see Verify);
+// anything else in dir, such as hidden temporary files, is ignored. When
+// some table files fail the check, List returns the specs of the others
+// together with an error joining one [*CorruptError] (or [*OpError]) per
+// bad file.
 func List(dir string) ([]Spec, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {

@@ -1,7 +1,9 @@
 // Package snapshot stores Engram tables as immutable snapshot files: one
 // file per table in a (namespace) directory, published atomically and
 // create-only, reopened as read-only shared mappings, optionally pinned in
-// memory in full, with every byte covered by a checksum.
+// memory in full, with every byte checked: the header, the checksum table
+// and the rows by CRC32C checksums, the padding between the checksum table
+// and the rows by being zero.
 //
 // A table is NumRows fixed-size rows of RowBytes bytes ([Spec]). [Create]
 // publishes one from a []byte (written straight from the slice, never
@@ -37,7 +39,7 @@
 //	  80+n  H-84-n            zero padding
 //	   H-4  4                 header CRC: CRC32C of bytes [0, H-4)
 //	     H  4*NumBlocks       checksum table: CRC32C of each block of rows
-//	     .  R-H-4*NumBlocks   zero padding (never written)
+//	     .  R-H-4*NumBlocks   zero padding (never written; must be zero)
 //	     R  NumRows*RowBytes  rows: row i at R + i*RowBytes (stride RowBytes)
 //
 // Block i covers rows [i*BlockRows, min((i+1)*BlockRows, NumRows)); the
@@ -61,8 +63,13 @@
 // ([Open], [Verify], [List]) also rejects a file whose size differs from
 // the file size field (shorter: ErrTruncated; longer: ErrCorrupt), a
 // header whose name is not the file's name, a checksum table whose CRC32C
-// differs from the header's, and (Open and Verify, unless skipped) a row
-// block whose CRC32C differs from the checksum table.
+// differs from the header's, a nonzero byte in the padding between the
+// checksum table and row 0 ([*CorruptError] Field "row padding", at that
+// byte's offset), and (Open and Verify, unless skipped) a row block whose
+// CRC32C differs from the checksum table. No checksum covers that padding:
+// it is shorter than RowAlign, so an opener reads it with the checksum
+// table and requires every byte of it to be zero. Create never writes it;
+// the file system supplies the zeros (a hole, or fallocated space).
 //
 // Rows start at a multiple of 64 KiB, a multiple of every Linux page size,
 // so Open maps only the row region, from its own offset, and never the

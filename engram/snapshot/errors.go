@@ -32,8 +32,9 @@ var (
 	// the table file is absent.
 	ErrNotExist = errors.New("snapshot: table does not exist")
 	// ErrCorrupt is wrapped by [*CorruptError] when a table file fails a
-	// check: header field, header or checksum-table CRC, a row block's CRC,
-	// a file longer than its header says, a file that is not a regular file.
+	// check: header field, header or checksum-table CRC, nonzero padding
+	// before row 0, a row block's CRC, a file longer than its header says,
+	// a file that is not a regular file.
 	ErrCorrupt = errors.New("snapshot: corrupt table file")
 	// ErrTruncated is wrapped by [*CorruptError] when a file is shorter than
 	// its header (or than a header) says it must be.
@@ -159,7 +160,7 @@ func (e *OpError) Unwrap() error { return e.Err }
 // give the damaged block's rows [FirstRow, EndRow).
 type CorruptError struct {
 	Path     string // the file, "" when decoding bytes not read from a file
-	Field    string // "magic", "version", "header crc", "checksum table", "rows", "file size", ...
+	Field    string // "magic", "version", "header crc", "checksum table", "row padding", "rows", "file size", ...
 	Offset   int64  // file offset of the field or damaged block
 	FirstRow int64  // first row of the damaged block (Field "rows" only)
 	EndRow   int64  // one past its last row (Field "rows" only)

@@ -61,6 +61,8 @@ const (
 	fieldRows = "rows"
 	fieldSums = "checksum table"
 	fieldSize = "file size"
+	// fieldPadding is the zero padding between the checksum table and row 0.
+	fieldPadding = "row padding"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -319,7 +321,8 @@ func openFileError(op, path, name string, err error) error {
 
 // checkFile reads and checks everything of an open table file except the
 // rows: header, name (when name is not ""), exact size, the expected spec
-// (when want is not nil) and the checksum table, which it returns.
+// (when want is not nil), the checksum table, which it returns, and the
+// zero padding between it and row 0.
 func checkFile(f *os.File, path, name string, want *Spec) (Header, []byte, error) {
 	st, err := f.Stat()
 	if err != nil {
@@ -347,13 +350,31 @@ func checkFile(f *os.File, path, name string, want *Spec) (Header, []byte, error
 	if want != nil && *want != h.Spec {
 		return Header{}, nil, &SpecMismatchError{Path: path, Want: *want, Got: h.Spec}
 	}
-	sums := make([]byte, 4*h.NumBlocks)
-	if _, err := readFullAt(f, sums, h.SumsOffset); err != nil {
+	// One read takes the checksum table and the padding after it, which
+	// is shorter than RowAlign.
+	between := make([]byte, h.RowOffset-h.SumsOffset)
+	if _, err := readFullAt(f, between, h.SumsOffset); err != nil {
 		return Header{}, nil, &OpError{Op: "open", Dir: filepath.Dir(path), Name: name, Step: "read checksum table", Err: err}
 	}
+	sums, pad := between[:4*h.NumBlocks:4*h.NumBlocks], between[4*h.NumBlocks:]
 	if got := crc32.Checksum(sums, castagnoli); got != h.SumsCRC {
 		return Header{}, nil, &CorruptError{Path: path, Field: fieldSums, Offset: h.SumsOffset,
 			Detail: fmt.Sprintf("CRC %#08x, the header says %#08x", got, h.SumsCRC), Err: ErrCorrupt}
 	}
+	if i := firstNonZero(pad); i >= 0 {
+		off := h.SumsOffset + 4*h.NumBlocks + int64(i)
+		return Header{}, nil, &CorruptError{Path: path, Field: fieldPadding, Offset: off,
+			Detail: fmt.Sprintf("byte %#02x between the checksum table and row 0, must be zero", pad[i]), Err: ErrCorrupt}
+	}
 	return h, sums, nil
+}
+
+// firstNonZero returns the index of the first nonzero byte of b, or -1.
+func firstNonZero(b []byte) int {
+	for i, c := range b {
+		if c != 0 {
+			return i
+		}
+	}
+	return -1
 }

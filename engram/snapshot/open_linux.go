@@ -22,9 +22,10 @@ type pinSys struct {
 var hostSys = pinSys{mlock: unix.Mlock, madvise: unix.Madvise}
 
 // Open maps the table name in dir read-only and shared, after checking the
-// header, the layout, the exact file size, the checksum table and (unless
-// opts.SkipRowChecksums) every row block's CRC32C, in one pass spread over
-// up to GOMAXPROCS goroutines for large tables. With want not nil the
+// header, the layout, the exact file size, the checksum table, that the
+// padding before row 0 is zero and (unless opts.SkipRowChecksums) every
+// row block's CRC32C, in one pass spread over up to GOMAXPROCS goroutines
+// for large tables. With want not nil the
 // file's spec must equal *want ([*SpecMismatchError]); want.Name must be
 // name. Then it pins the rows as opts.Pin says. Errors: [*NameError],
 // [*SpecError], [*OptionError], [*OpError] (ErrNotExist when absent),
@@ -50,9 +51,9 @@ func Open(dir, name string, want *Spec, opts *OpenOptions) (*Table, error) {
 }
 
 // Verify re-checks the table file at path in full: header, layout, size,
-// checksum table and every row block's CRC32C, and that the file name is
-// FileName of the name in its header. It returns nil or the first problem
-// found (see Open for the error types).
+// checksum table, zero padding and every row block's CRC32C, and that the
+// file name is FileName of the name in its header. It returns nil or the
+// first problem found (see Open for the error types).
 func Verify(path string) error {
 	base := filepath.Base(path)
 	name, ok := strings.CutSuffix(base, Ext)

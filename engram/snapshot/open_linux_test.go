@@ -80,6 +80,9 @@ func TestOpenCorruptFiles(t *testing.T) {
 		{"row offset, crc fixed", withCRC(set64(offRowOffset, uint64(h.RowOffset+4096))), "row offset", ErrCorrupt, nil, false},
 		{"checksum table entry", flip(h.SumsOffset + 4*block + 1), fieldSums, ErrCorrupt, nil, false},
 		{"checksum table crc, crc fixed", withCRC(flip(offSumsCRC)), fieldSums, ErrCorrupt, nil, false},
+		{"first padding byte", flip(h.SumsOffset + 4*h.NumBlocks), fieldPadding, ErrCorrupt, nil, false},
+		{"middle padding byte", flip(h.SumsOffset + 4*h.NumBlocks + rng.Int64N(h.RowOffset-h.SumsOffset-4*h.NumBlocks)), fieldPadding, ErrCorrupt, nil, false},
+		{"last padding byte", flip(h.RowOffset - 1), fieldPadding, ErrCorrupt, nil, false},
 		{"first row byte", flip(h.RowOffset), fieldRows, ErrCorrupt, rowsErr(0), true},
 		{"row byte", flip(h.RowOffset + block*bb + inBlock), fieldRows, ErrCorrupt, rowsErr(block), true},
 		{"last byte", flip(h.FileSize - 1), fieldRows, ErrCorrupt, rowsErr(h.NumBlocks - 1), true},
@@ -360,4 +363,50 @@ func TestAllocs(t *testing.T) {
 	}), "DecodeHeader allocates only the name")
 	buf := make([]byte, 0, MaxHeaderLen)
 	require.Zero(t, testing.AllocsPerRun(100, func() { buf = appendHeader(buf[:0], &h) }), "appendHeader into capacity")
+}
+
+// TestPaddingMustBeZero damages the zero padding between the checksum
+// table and row 0, which no checksum covers: Open (with or without the
+// row checksums), Verify and List must all refuse it and name the byte.
+func TestPaddingMustBeZero(t *testing.T) {
+	rng := newRand(t)
+	_, orig, h := victimFile(t, rng.Uint64())
+	lo, hi := h.SumsOffset+4*h.NumBlocks, h.RowOffset
+	require.Positive(t, hi-lo, "the victim has padding")
+	require.Less(t, hi-lo, int64(RowAlign), "padding is less than RowAlign")
+	for _, tc := range []struct {
+		desc string
+		off  int64
+		val  byte
+	}{
+		{"first byte", lo, 1},
+		{"random byte", lo + rng.Int64N(hi-lo), byte(1 + rng.IntN(255))},
+		{"last byte", hi - 1, 0xff},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			dir := newDir(t, "d")
+			path := filepath.Join(dir, FileName(victim.Name))
+			b := bytes.Clone(orig)
+			b[tc.off] = tc.val
+			require.NoError(t, os.WriteFile(path, b, 0o444))
+			check := func(err error) {
+				t.Helper()
+				require.ErrorIs(t, err, ErrCorrupt)
+				var ce *CorruptError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, fieldPadding, ce.Field, "%v", err)
+				require.Equal(t, tc.off, ce.Offset)
+				require.Equal(t, path, ce.Path)
+			}
+			for _, skip := range []bool{false, true} {
+				tbl, err := Open(dir, victim.Name, &victim, &OpenOptions{SkipRowChecksums: skip})
+				require.Nil(t, tbl)
+				check(err)
+			}
+			check(Verify(path))
+			_, err := List(dir)
+			check(err)
+			require.False(t, mapped(t, path), "nothing stays mapped")
+		})
+	}
 }

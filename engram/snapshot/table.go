@@ -44,8 +44,8 @@ type OpenOptions struct {
 	// Pin says how to hold the rows in memory.
 	Pin PinMode
 	// SkipRowChecksums skips checking every row block's CRC32C. The
-	// header, the layout, the file size and the checksum table's own CRC
-	// are always checked.
+	// header, the layout, the file size, the checksum table's own CRC and
+	// the zero padding before row 0 are always checked.
 	SkipRowChecksums bool
 }
 
