@@ -14,12 +14,26 @@
 //	engramctl lookup   -dir D -ns N -table NAME[,NAME...] -ids 1,2,-1,...
 //	engramctl bench    -dir D -ns N -table NAME [-t 4096] [-k 24] [-reps 20]
 //
+// A table is declared when the namespace's tables.json lists it (name,
+// rows, row size); only create declares tables. A snapshot file in the
+// namespace whose table tables.json does not list is not declared.
+//
 // populate is create-only: a table that already has rows is refused. -gen
 // SEED fills rows with a deterministic stream (package pattern), so lookup
-// output and verify can be checked against the seed. lookup prints each
-// output row as hex (-format hex, default) or a checksum per row
-// (-format crc). bench runs T x K random lookups with the table named in
-// every column and prints p50/p95 latency and goodput next to the
-// pack-only ceiling (the same rows gathered with the same workers and no
-// lookup layer) measured in the same run.
+// output can be checked against the seed.
+//
+// verify checks every declared table (with -table, only that one, which
+// must be declared) against its declaration: its snapshot file must exist,
+// hold the declared rows and row size, and pass every check of package
+// engram/snapshot (header, checksum table, zero padding, every row block's
+// checksum). It prints one line per table: "ok", "MISSING" (declared, not
+// populated: the file is absent), "MISMATCH" (the file holds another
+// shape) or "BAD" (the file fails a check), and exits 1, naming the failed
+// tables, when any fails. Files of undeclared tables are not checked.
+//
+// lookup prints each output row as hex (-format hex, default) or a
+// checksum per row (-format crc). bench runs T x K random lookups with the
+// table named in every column and prints p50/p95 latency and goodput next
+// to the pack-only ceiling (the same rows gathered with the same workers
+// and no lookup layer) measured in the same run.
 package main

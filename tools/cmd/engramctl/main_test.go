@@ -118,3 +118,61 @@ func TestUsageErrors(t *testing.T) {
 		require.Equal(t, 1, code, "%q", args)
 	}
 }
+
+// TestVerifyDeclared checks that verify holds every declared table (one
+// the namespace's tables.json lists) to its declaration: a table that is
+// declared but has no snapshot file, or whose file holds another shape,
+// fails the command and is named with the reason, in the whole-namespace
+// form and with -table.
+func TestVerifyDeclared(t *testing.T) {
+	dir := t.TempDir()
+	_, errs, code := ctl(t, "create", "-dir", dir, "-ns", "m", "-table", "emb:1000:264", "-table", "small:10:64", "-table", "shape:10:64")
+	require.Equal(t, 0, code, errs)
+	_, errs, code = ctl(t, "populate", "-dir", dir, "-ns", "m", "-table", "emb", "-gen", "1")
+	require.Equal(t, 0, code, errs)
+	// shape's file holds 11 rows, not the declared 10.
+	other := snapshot.Spec{Name: "shape", NumRows: 11, RowBytes: 64}
+	rows := make([]byte, other.Size())
+	pattern.Fill(rows, 3, 0)
+	require.NoError(t, snapshot.Create(filepath.Join(dir, "m"), other, rows, nil))
+
+	for _, tc := range []struct {
+		desc    string
+		table   string
+		code    int
+		out     []string // lines of stdout, each holding all of these
+		errText []string
+	}{
+		{"populated", "emb", 0, []string{"emb", " ok ("}, nil},
+		{"declared, absent", "small", 1,
+			[]string{"small", "MISSING", "declared in tables.json as 10 rows x 64 B, not populated", snapshot.FileName("small") + " is absent"},
+			[]string{"small (declared, not populated)"}},
+		{"declared, other shape", "shape", 1,
+			[]string{"shape", "MISMATCH", "expected"},
+			[]string{"shape (file differs from the declaration)"}},
+		{"whole namespace", "", 1, nil,
+			[]string{"2 of 3 declared tables failed", "small (declared, not populated)", "shape (file differs from the declaration)"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			args := []string{"verify", "-dir", dir, "-ns", "m"}
+			if tc.table != "" {
+				args = append(args, "-table", tc.table)
+			}
+			out, errs, code := ctl(t, args...)
+			require.Equal(t, tc.code, code, "stdout: %s\nstderr: %s", out, errs)
+			for _, s := range tc.out {
+				require.Contains(t, out, s)
+			}
+			for _, s := range tc.errText {
+				require.Contains(t, errs, s)
+			}
+			if tc.table == "" {
+				require.Contains(t, out, "emb")
+				require.Contains(t, out, " ok (")
+				require.Contains(t, out, "small")
+				require.Contains(t, out, "MISSING")
+				require.Contains(t, out, "MISMATCH")
+			}
+		})
+	}
+}
