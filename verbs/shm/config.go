@@ -17,6 +17,11 @@ type Config struct {
 	// HandshakeTimeout bounds a handshake when the context has no
 	// deadline (and always on the owner side); 0 means 10 s.
 	HandshakeTimeout time.Duration
+	// CloseGrace is how long Segment.Close waits for each requester to
+	// let go of the exports (unmap them and close its socket) before it
+	// closes the socket regardless; 0 means 1 s. Requesters are waited
+	// for at once, so Close takes at most about one grace.
+	CloseGrace time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -28,6 +33,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.CloseGrace <= 0 {
+		c.CloseGrace = time.Second
 	}
 	return c
 }

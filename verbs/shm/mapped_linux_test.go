@@ -4,12 +4,15 @@ package shm
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
 )
 
 // TestHoldMapped checks the verbs.Mapper of a shm Conn: the owner's
@@ -83,4 +86,58 @@ func TestHoldMapped(t *testing.T) {
 	require.NoError(t, f.good.Close())
 	_, _, err = m.HoldMapped(local, rw.Key, verbs.AccessRemoteRead)
 	require.ErrorIs(t, err, verbs.ErrClosed)
+}
+
+// TestEvictWaitsForMappings: an evicted requester's fence stays open
+// while it still holds the owner's regions mapped (a copy in progress),
+// the mapping stays valid until it lets go, and the fence closes once it
+// has. A segment Close does not wait past its grace for a requester that
+// never lets go.
+func TestEvictWaitsForMappings(t *testing.T) {
+	f := newFixture(t)
+	f.seg.Handle(0x7e01, verbs.HandlerFunc(func(_ context.Context, p verbs.Peer, _, resp []byte) ([]byte, error) {
+		return binary.LittleEndian.AppendUint64(resp, p.ConnID()), nil
+	}))
+	resp, err := f.good.Call(verbstest.Context(t), 0x7e01, nil, nil)
+	require.NoError(t, err)
+	id := binary.LittleEndian.Uint64(resp)
+
+	m := f.good.(verbs.Mapper)
+	local, err := f.req.Alloc(4096, verbs.AccessLocal)
+	require.NoError(t, err)
+	rw, _ := verbs.FindRegion(f.good.Remote(), "rw")
+	_, rm, err := m.HoldMapped(local, rw.Key, verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	fence := f.seg.Evict(id)
+	select {
+	case <-fence:
+		t.Fatal("fence closed while the requester still holds the owner's region mapped")
+	case <-time.After(50 * time.Millisecond):
+	}
+	rm[7] ^= 0xff // a copy in progress still lands where it may
+	require.Equal(t, rm[7], f.rw.Bytes()[7])
+	m.ReleaseMapped()
+	select {
+	case <-fence:
+	case <-time.After(10 * time.Second):
+		t.Fatal("fence still open 10 s after the requester let go")
+	}
+
+	// A requester that never lets go: Close ends within its grace.
+	owner := New(Config{CloseGrace: 100 * time.Millisecond})
+	defer owner.Close()
+	reg, err := owner.Alloc(4096, verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	seg, err := owner.Listen(rawAddr("grace"), []verbs.Export{{Name: "rw", Region: reg}}, verbs.ListenOptions{})
+	require.NoError(t, err)
+	c, err := f.req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{})
+	require.NoError(t, err)
+	defer c.Close()
+	rw, _ = verbs.FindRegion(c.Remote(), "rw")
+	_, _, err = c.(verbs.Mapper).HoldMapped(local, rw.Key, verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, seg.Close())
+	require.Less(t, time.Since(start), 5*time.Second, "segment Close waited on a requester that never lets go")
+	c.(verbs.Mapper).ReleaseMapped()
 }

@@ -121,6 +121,10 @@ func (s *session) onCall(h *frame.Header) error {
 		s.jobs.Put(j)
 		return err
 	}
+	if s.ctx.Err() != nil {
+		s.jobs.Put(j) // the session ended: its calls are dropped
+		return nil
+	}
 	hd := s.seg.handler(h.Method)
 	if hd == nil {
 		s.jobs.Put(j)

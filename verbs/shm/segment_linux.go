@@ -98,9 +98,27 @@ func (sg *segment) Handle(method uint16, h verbs.Handler) { sg.handlers.Set(meth
 
 func (sg *segment) handler(method uint16) verbs.Handler { return sg.handlers.Get(method) }
 
-// Close implements verbs.Segment.
+// Evict implements verbs.Segment: the session fails, and its fence
+// closes once the requester has closed its end of the socket.
+func (sg *segment) Evict(connID uint64) <-chan struct{} {
+	s, ok := sg.sessions.Get(connID)
+	if !ok {
+		return closedFence
+	}
+	s.fail(errEvicted)
+	return s.fenced
+}
+
+// closedFence is the fence of a connection that is not open.
+var closedFence = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// errEvicted ends an evicted session.
+var errEvicted = fmt.Errorf("shm: connection evicted by the owner: %w", verbs.ErrClosed)
+
+// Close implements verbs.Segment. Each requester gets Config.CloseGrace
+// to let go of the exports; then its socket is closed regardless.
 func (sg *segment) Close() error {
-	first, err := sg.sessions.Close(sg.ln, (*session).close)
+	first, err := sg.sessions.Close(sg.ln, func(s *session) { s.closeWithin(sg.t.cfg.CloseGrace) })
 	if !first {
 		return nil
 	}

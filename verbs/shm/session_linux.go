@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -52,13 +53,15 @@ type session struct {
 
 	peerState // owner: pooled Peers, call jobs and handler workers
 
-	wg   sync.WaitGroup // the reader goroutine
-	hwg  sync.WaitGroup // handler goroutines
-	dead chan struct{}
+	wg     sync.WaitGroup // the reader goroutine
+	hwg    sync.WaitGroup // handler goroutines
+	forced bool           // owner: the socket was closed before the requester let go (under mu)
+	fenced chan struct{}  // owner: closed once the requester let go (see Segment.Evict)
+	dead   chan struct{}
 }
 
 func newSession(t *Transport, owner bool, nc *net.UnixConn, peer string, m *mapping) *session {
-	s := &session{t: t, owner: owner, nc: nc, peer: peer, maps: m, dead: make(chan struct{}),
+	s := &session{t: t, owner: owner, nc: nc, peer: peer, maps: m, dead: make(chan struct{}), fenced: make(chan struct{}),
 		rd: frame.NewReader(nc, 64<<10), calls: calls.NewTable()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -76,8 +79,25 @@ func (s *session) start() bool {
 	go func() {
 		defer s.wg.Done()
 		s.fail(s.readLoop())
+		if s.owner {
+			s.drain()
+		}
 	}()
 	return true
+}
+
+// drain reads and drops what the requester still sends after the owner's
+// side of the session ended, until the requester closes its end: that is
+// the sign that it has let go of the owner's regions (see fail), which
+// fences the session. A forced close (Segment.Close past its grace) ends
+// the wait too, without fencing.
+func (s *session) drain() {
+	var buf [4096]byte
+	for {
+		if _, err := s.nc.Read(buf[:]); err != nil {
+			return
+		}
+	}
 }
 
 // fail ends the session once: the socket closes, handler contexts end,
@@ -94,7 +114,16 @@ func (s *session) fail(err error) {
 	s.closed, s.cause = true, err
 	s.mu.Unlock()
 	s.cancel()
-	_ = s.nc.Close()
+	// Neither side closes its socket while it may still touch the other's
+	// memory. The owner shuts its writing half (the requester reads EOF)
+	// and its reader drains until the requester closes; the requester
+	// shuts its reading half (its reader stops) and closes the socket in
+	// finalize, after unmapping the owner's regions.
+	if s.owner {
+		_ = s.nc.CloseWrite()
+	} else {
+		_ = s.nc.CloseRead()
+	}
 	if s.seg != nil && listener.Abnormal(err) {
 		s.seg.report(err)
 	}
@@ -116,7 +145,11 @@ func (s *session) finalize() {
 	cause := s.cause
 	pinned := s.pinned
 	s.pinned = nil
+	forced := s.forced
 	s.mu.Unlock()
+	if s.owner && !forced {
+		close(s.fenced) // the requester closed its end: it has unmapped
+	}
 	cerr := closedErr(cause)
 	s.calls.End(cerr)
 	s.hwg.Wait()
@@ -124,6 +157,7 @@ func (s *session) finalize() {
 		s.main.cq.Close(cerr)
 	}
 	s.maps.unmap(cerr)
+	_ = s.nc.Close() // the requester lets go here, after unmapping
 	if pinned != nil {
 		s.t.reg.Unpin(pinned)
 	}
@@ -135,6 +169,23 @@ func (s *session) finalize() {
 
 func (s *session) close() {
 	s.fail(verbs.ErrClosed)
+	<-s.dead
+}
+
+// closeWithin ends the session and waits until it is finalized; an owner
+// session whose requester has not let go within grace (frozen, or never
+// closing) has its socket closed, unfenced, so the wait is bounded.
+func (s *session) closeWithin(grace time.Duration) {
+	s.fail(verbs.ErrClosed)
+	select {
+	case <-s.dead:
+		return
+	case <-time.After(grace):
+	}
+	s.mu.Lock()
+	s.forced = true
+	s.mu.Unlock()
+	_ = s.nc.Close()
 	<-s.dead
 }
 

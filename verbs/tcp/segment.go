@@ -88,6 +88,23 @@ func (sg *segment) Handle(method uint16, h verbs.Handler) { sg.handlers.Set(meth
 
 func (sg *segment) handler(method uint16) verbs.Handler { return sg.handlers.Get(method) }
 
+// Evict implements verbs.Segment: the session fails, and its fence
+// closes once its lane goroutines have stopped.
+func (sg *segment) Evict(connID uint64) <-chan struct{} {
+	s, ok := sg.sessions.Get(connID)
+	if !ok {
+		return closedFence
+	}
+	s.fail(errEvicted)
+	return s.fenced
+}
+
+// closedFence is the fence of a connection that is not open.
+var closedFence = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// errEvicted ends an evicted session.
+var errEvicted = fmt.Errorf("tcp: connection evicted by the owner: %w", verbs.ErrClosed)
+
 // Close implements verbs.Segment.
 func (sg *segment) Close() error {
 	first, err := sg.sessions.Close(sg.ln, (*session).close)

@@ -51,13 +51,14 @@ type session struct {
 
 	peerState // owner: pooled Peers, call jobs and handler workers
 
-	wg   sync.WaitGroup // lane goroutines
-	hwg  sync.WaitGroup // handler goroutines
-	dead chan struct{}  // closed once finalized
+	wg     sync.WaitGroup // lane goroutines
+	hwg    sync.WaitGroup // handler goroutines
+	fenced chan struct{}  // closed once the lanes stopped (see Segment.Evict)
+	dead   chan struct{}  // closed once finalized
 }
 
 func newSession(t *Transport, owner bool, peer string) *session {
-	s := &session{t: t, owner: owner, peer: peer, dead: make(chan struct{}),
+	s := &session{t: t, owner: owner, peer: peer, dead: make(chan struct{}), fenced: make(chan struct{}),
 		queues: make(map[uint32]*initiator), calls: calls.NewTable()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -153,6 +154,7 @@ func (s *session) fail(err error) {
 // completes every outstanding request and call with ErrClosed.
 func (s *session) finalize() {
 	s.wg.Wait()
+	close(s.fenced) // no lane reads into, or sends from, local memory now
 	s.mu.Lock()
 	cause := s.cause
 	queues := make([]*initiator, 0, len(s.queues)+1)

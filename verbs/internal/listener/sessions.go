@@ -114,7 +114,7 @@ func (ss *Sessions[S]) acceptLoop(name string, ln net.Listener, handshake func(n
 
 // Close ends the set once: Add fails from now on, ln stops accepting, end
 // runs on every live session, and Close returns when the accept loop and
-// every handshake have returned. first is false (and nothing is done) if
+// every handshake have returned. The sessions are ended concurrently. first is false (and nothing is done) if
 // Close ran before. err is ln's close error, unless it was already
 // closed.
 func (ss *Sessions[S]) Close(ln io.Closer, end func(S)) (first bool, err error) {
@@ -130,9 +130,11 @@ func (ss *Sessions[S]) Close(ln io.Closer, end func(S)) (first bool, err error) 
 	}
 	ss.mu.Unlock()
 	err = ln.Close()
+	var ends sync.WaitGroup
 	for _, s := range live {
-		end(s)
+		ends.Go(func() { end(s) }) // at once: each end may wait on its peer
 	}
+	ends.Wait()
 	ss.wg.Wait()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil

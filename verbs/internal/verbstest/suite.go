@@ -34,6 +34,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ConcurrentCalls", func(t *testing.T) { testConcurrentCalls(t, b) })
 	t.Run("CallsBeyondMaxCalls", func(t *testing.T) { testCallsBeyondMaxCalls(t, b) })
 	t.Run("OwnerGone", func(t *testing.T) { testOwnerGone(t, b) })
+	t.Run("Evict", func(t *testing.T) { testEvict(t, b) })
 	t.Run("CloseOutstanding", func(t *testing.T) { testCloseOutstanding(t, b) })
 	t.Run("LinkParams", func(t *testing.T) { testLinkParams(t, b) })
 	t.Run("Deregister", func(t *testing.T) { testDeregister(t, b) })
@@ -686,6 +687,104 @@ func testOwnerGone(t *testing.T, b Backend) {
 	requireAllDone(t, posted, drain(t, p.Conn))
 	_, err = p.Conn.Call(Context(t), 1, nil, nil)
 	require.ErrorIs(t, err, verbs.ErrClosed)
+}
+
+// methodConnID answers a call with the caller's ConnID; methodEvictSelf
+// evicts the caller's own connection from inside the handler, waits for
+// the fence and answers (an answer that cannot arrive).
+const (
+	methodConnID    = 0x7e01
+	methodEvictSelf = 0x7e02
+)
+
+// testEvict evicts connections: the fence closes in bounded time, the
+// evicted connection's requests and calls end with ErrClosed, a handler
+// may evict its own connection, other connections and the segment go on,
+// and the fence of a connection that is not open is already closed.
+func testEvict(t *testing.T, b Backend) {
+	r := NewRand(t)
+	var seg verbs.Segment
+	handlers := map[uint16]verbs.Handler{
+		methodConnID: verbs.HandlerFunc(func(_ context.Context, p verbs.Peer, _, resp []byte) ([]byte, error) {
+			return binary.LittleEndian.AppendUint64(resp, p.ConnID()), nil
+		}),
+		methodEvictSelf: verbs.HandlerFunc(func(ctx context.Context, p verbs.Peer, _, resp []byte) ([]byte, error) {
+			select {
+			case <-seg.Evict(p.ConnID()):
+			case <-time.After(10 * time.Second):
+				return nil, errors.New("fence still open after 10 s")
+			}
+			if ctx.Err() == nil {
+				return nil, errors.New("an evicted connection's handler context goes on")
+			}
+			return resp, nil
+		}),
+	}
+	p, _ := b.NewPair(t, r, PairConfig{Exports: []RegionSpec{{"a", 1 << 20, rw}}, Handlers: handlers,
+		Connect: verbs.ConnectOptions{QueueDepth: 4096}})
+	seg = p.Seg
+	connID := func(c verbs.Conn) uint64 {
+		resp, err := c.Call(Context(t), methodConnID, nil, nil)
+		require.NoError(t, err)
+		require.Len(t, resp, 8)
+		return binary.LittleEndian.Uint64(resp)
+	}
+	requireClosed := func(fence <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-fence:
+		case <-time.After(10 * time.Second):
+			t.Fatal("fence still open after 10 s")
+		}
+	}
+	local, err := p.Req.Alloc(4<<20, verbs.AccessLocal)
+	require.NoError(t, err)
+	other, err := p.Req.Connect(Context(t), p.Seg.Addr(), verbs.ConnectOptions{})
+	require.NoError(t, err)
+	defer other.Close()
+
+	id := connID(p.Conn)
+	require.NotEqual(t, id, connID(other))
+	posted := postMany(t, p.Conn, local, RemoteKey(t, p.Conn, "a"), 4096, 1<<10)
+	requireClosed(p.Seg.Evict(id))
+	requireAllDone(t, posted, drain(t, p.Conn))
+	_, err = p.Conn.Call(Context(t), methodConnID, nil, nil)
+	require.ErrorIs(t, err, verbs.ErrClosed)
+	requireClosed(p.Seg.Evict(id))         // again: already fenced
+	requireClosed(p.Seg.Evict(id + 1<<40)) // never open
+
+	// The other connection and the segment go on.
+	wrs := []verbs.WorkRequest{{ID: 1, Op: verbs.OpRead, Len: 4096, LocalKey: local.Key(), RemoteKey: RemoteKey(t, other, "a")}}
+	n, err := other.Post(wrs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	c := drainN(t, other, 1)
+	require.NoError(t, c[0].Err)
+	require.Equal(t, p.Exports["a"].Bytes()[:4096], local.Bytes()[:4096])
+
+	// A handler evicts its own connection.
+	self, err := p.Req.Connect(Context(t), p.Seg.Addr(), verbs.ConnectOptions{})
+	require.NoError(t, err)
+	defer self.Close()
+	_, err = self.Call(Context(t), methodEvictSelf, nil, nil)
+	require.ErrorIs(t, err, verbs.ErrClosed)
+	c2, err := p.Req.Connect(Context(t), p.Seg.Addr(), verbs.ConnectOptions{})
+	require.NoError(t, err)
+	require.NotZero(t, connID(c2))
+	require.NoError(t, c2.Close())
+}
+
+// drainN waits for n completions of q.
+func drainN(t *testing.T, q verbs.Queue, n int) []verbs.Completion {
+	t.Helper()
+	out := make([]verbs.Completion, n)
+	got := 0
+	for got < n {
+		k, err := q.Wait(Context(t), out[got:], n-got)
+		require.NoError(t, err)
+		got += k
+	}
+	return out
 }
 
 // testCloseOutstanding closes the connection with a batch in flight.
