@@ -14,10 +14,10 @@ import (
 // left in dir. They exist only where O_TMPFILE is unavailable: there Create
 // writes ".<name>.engram.tmp-<hex>" and renames it into place. A writer
 // holds an exclusive flock on its temporary file, so CleanTemp removes only
-// files nobody holds: it never disturbs a running Create. (A Create that
-// has just made its file but not yet locked it can lose it to CleanTemp;
-// that Create then fails with a clear error and publishes nothing.) It
-// returns the names it removed and syncs the directory when there are any.
+// files nobody holds: it never disturbs a running Create. (CleanTemp can
+// remove a file a Create has just made and not yet locked; that Create
+// sees it once it holds the lock and makes the file again.) It returns the
+// names it removed and syncs the directory when there are any.
 func CleanTemp(dir string) ([]string, error) {
 	opErr := func(step string, err error) error {
 		return &OpError{Op: "clean", Dir: dir, Step: step, Err: err}

@@ -516,6 +516,48 @@ func TestListAndCleanTemp(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrNotExist)
 }
 
+// cleanRaceFS is OS with CleanTemp run once in the window between the
+// creation of a hidden temporary file and its lock.
+type cleanRaceFS struct {
+	removed *[]string
+	errs    *[]error
+}
+
+func (c cleanRaceFS) OpenDir(path string) (Dir, error) {
+	d, err := OS.OpenDir(path)
+	if err == nil {
+		ran := false
+		d.(*osDir).beforeLock = func() {
+			if !ran {
+				ran = true
+				removed, err := CleanTemp(path)
+				*c.removed = append(*c.removed, removed...)
+				*c.errs = append(*c.errs, err)
+			}
+		}
+	}
+	return d, err
+}
+
+// TestCleanTempBeforeLock runs CleanTemp after a fallback Create has made
+// its hidden temporary file but before it holds the lock, the one moment
+// CleanTemp can take a live writer's file: Create must notice, make the
+// file again and publish the table.
+func TestCleanTempBeforeLock(t *testing.T) {
+	spec := Spec{Name: "race", NumRows: 100, RowBytes: 264}
+	rows := makeRows(spec, 41)
+	dir := newDir(t, "d")
+	var removed []string
+	var errs []error
+	f := &faultFS{inner: cleanRaceFS{removed: &removed, errs: &errs}, noTmpFile: true}
+	require.NoError(t, Create(dir, spec, rows, &CreateOptions{FS: f}))
+	require.Len(t, removed, 1, "CleanTemp took the unlocked file")
+	require.Equal(t, spec.Name, tempTable(removed[0]))
+	require.Equal(t, []error{nil}, errs)
+	openVerified(t, dir, spec, rows, nil)
+	require.Equal(t, []string{FileName(spec.Name)}, entries(t, dir))
+}
+
 // procLinkFS is OS with Link forced onto its /proc fallback.
 type procLinkFS struct{}
 

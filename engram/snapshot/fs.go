@@ -22,7 +22,9 @@ type Dir interface {
 	CreateTemp(perm os.FileMode) (File, error)
 	// CreateExclusive creates the named file, failing if it exists, and
 	// holds an exclusive lock on it (flock) until the File is closed, so
-	// CleanTemp knows it is in use.
+	// CleanTemp knows it is in use. It returns only once the name is
+	// locked and still names the file: one that CleanTemp removed before
+	// the lock was taken is made again.
 	CreateExclusive(name string, perm os.FileMode) (File, error)
 	// Link gives the unnamed file f, made by CreateTemp, the name. It never
 	// replaces: an existing name fails with an error matching fs.ErrExist.

@@ -29,6 +29,9 @@ type osDir struct {
 	// procLink makes Link use the /proc path at once, as on kernels that
 	// refuse AT_EMPTY_PATH to unprivileged callers (set by tests).
 	procLink bool
+	// beforeLock, when set (by tests), runs in CreateExclusive between
+	// creating the file and locking it.
+	beforeLock func()
 }
 
 type osFile struct {
@@ -67,19 +70,53 @@ func (d *osDir) CreateTemp(perm os.FileMode) (File, error) {
 	return &osFile{fd: fd, name: d.path + "/(unnamed)"}, nil
 }
 
+// lockAttempts bounds how often CreateExclusive makes its file again after
+// CleanTemp removed it before the lock was taken.
+const lockAttempts = 4
+
 func (d *osDir) CreateExclusive(name string, perm os.FileMode) (File, error) {
-	fd, err := retry(func() (int, error) {
-		return unix.Openat(d.fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, uint32(perm.Perm()))
-	})
-	if err != nil {
-		return nil, d.pathErr("open", name, err)
-	}
-	if _, err := retry(func() (int, error) { return 0, unix.Flock(fd, unix.LOCK_EX) }); err != nil {
+	for range lockAttempts {
+		fd, err := retry(func() (int, error) {
+			return unix.Openat(d.fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, uint32(perm.Perm()))
+		})
+		if err != nil {
+			return nil, d.pathErr("open", name, err)
+		}
+		if d.beforeLock != nil {
+			d.beforeLock()
+		}
+		if _, err := retry(func() (int, error) { return 0, unix.Flock(fd, unix.LOCK_EX) }); err != nil {
+			_ = unix.Close(fd)
+			_ = unix.Unlinkat(d.fd, name, 0)
+			return nil, d.pathErr("flock", name, err)
+		}
+		// Until the lock was taken, CleanTemp (which unlinks only files
+		// whose lock it holds) could remove the file; from now on it
+		// cannot. If the name still names this file, it is ours.
+		ok, err := d.names(fd, name)
+		if ok {
+			return &osFile{fd: fd, name: d.path + "/" + name}, nil
+		}
 		_ = unix.Close(fd)
-		_ = unix.Unlinkat(d.fd, name, 0)
-		return nil, d.pathErr("flock", name, err)
+		if err != nil {
+			return nil, d.pathErr("fstatat", name, err)
+		}
 	}
-	return &osFile{fd: fd, name: d.path + "/" + name}, nil
+	return nil, d.pathErr("open", name, fmt.Errorf("removed before it could be locked, %d times", lockAttempts))
+}
+
+// names reports whether name in the directory is the file open as fd.
+func (d *osDir) names(fd int, name string) (bool, error) {
+	var open, named unix.Stat_t
+	if err := unix.Fstat(fd, &open); err != nil {
+		return false, err
+	}
+	if err := unix.Fstatat(d.fd, name, &named, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return open.Dev == named.Dev && open.Ino == named.Ino, nil
 }
 
 func (d *osDir) Link(f File, name string) error {
