@@ -13,10 +13,12 @@
 // guarantees: package engram/snapshot). Populate copies rows into a new
 // snapshot, published atomically and create-only: a table that holds
 // rows is never overwritten (ErrExists), and a crash leaves no table or a
-// complete one. Open and Populate map snapshots read-only and shared, so
-// processes using one directory share the pages, check them against the
-// spec and every row block's checksum, and pin them in full as
-// Config.Pin says.
+// complete one; where the file system lacks O_TMPFILE it may also leave a
+// hidden temporary file, which the next Open of the namespace removes once
+// no live process holds it. Open and Populate map snapshots read-only and
+// shared, so processes using one directory share the pages, check them
+// against the spec and every row block's checksum, and pin them in full
+// as Config.Pin says.
 //
 // # Lookups
 //

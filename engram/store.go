@@ -122,9 +122,13 @@ type lookupScratch struct {
 }
 
 // Open opens a store. A local store creates Dir/Namespace when it does
-// not exist, maps every selected table that has a snapshot there
-// (validating it against its spec and pinning it as Config.Pin says), and
-// leaves the others to Populate. A remote store connects to the owner and
+// not exist, removes the temporary files that creators killed midway left
+// there (snapshot.CleanTemp: only files no live process holds), maps every
+// selected table that has a snapshot there (validating it against its
+// spec and pinning it as Config.Pin says), and leaves the others to
+// Populate. Removing those files is best effort: one that cannot be
+// removed (a read-only directory) is never taken for a table, and the next
+// Open tries again. A remote store connects to the owner and
 // checks that it serves every selected table with the same spec.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if len(cfg.Tables) == 0 {
@@ -167,6 +171,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engram: namespace directory: %w", err)
 	}
+	_, _ = snapshot.CleanTemp(s.dir) // best effort, see above
 	for _, name := range s.names {
 		t := s.tables[name]
 		if err := s.mapTable(t); err != nil && !errors.Is(err, snapshot.ErrNotExist) {
