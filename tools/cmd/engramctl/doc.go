@@ -18,6 +18,12 @@
 // rows, row size); only create declares tables. A snapshot file in the
 // namespace whose table tables.json does not list is not declared.
 //
+// create replaces tables.json through a temporary file held under a lock;
+// every command, before it reads tables.json, removes the temporary files
+// that a killed create or populate left in the namespace (the manifest's,
+// and a table's where the file system lacks O_TMPFILE), but never one that
+// a live process holds.
+//
 // populate is create-only: a table that already has rows is refused. -gen
 // SEED fills rows with a deterministic stream (package pattern), so lookup
 // output can be checked against the seed.
