@@ -14,7 +14,9 @@
 //
 // An owner serves a segment, a named set of exported regions, with
 // [Transport.Listen] and gets a [Segment] handle. A requester opens a
-// [Conn] to it with [Transport.Connect]. [Queue.Remote] lists the exported
+// [Conn] to it with [Transport.Connect], if the segment admits it
+// (ListenOptions.Admit decides who may connect and whether to read only
+// or to write too; see [AdmitFunc]). [Queue.Remote] lists the exported
 // regions (name, key, length, access). The requester then posts
 // [WorkRequest] batches. Each names a local region of its own transport
 // (LocalKey, LocalOff) and a remote region (RemoteKey, RemoteOff).

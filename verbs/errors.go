@@ -8,7 +8,8 @@ import (
 // Errors of the transport layer, the scatter executor and the gather
 // service. Detailed failures wrap one of these in a typed error
 // ([*RemoteError], [*PostError], [*CallError], [*ProtocolError],
-// [*GatherError], [*OpError], [*InvalidOpError], [*WireError]); test for
+// [*GatherError], [*OpError], [*InvalidOpError], [*WireError],
+// [*AdmitError]); test for
 // them with [errors.Is].
 var (
 	// ErrBadKey means a work request named a memory key that is not
@@ -41,6 +42,10 @@ var (
 	// ErrInvalid is returned for a bad argument: an empty buffer, unknown
 	// access bits, a duplicate export name, an option out of range.
 	ErrInvalid = errors.New("verbs: invalid argument")
+	// ErrNotAdmitted means a segment's admission policy
+	// (ListenOptions.Admit) refused the peer: Connect fails with it, and
+	// the owner reports an [*AdmitError] wrapping it.
+	ErrNotAdmitted = errors.New("verbs: peer not admitted")
 	// ErrHandler is wrapped by [*CallError] when the owner's handler
 	// returned an error.
 	ErrHandler = errors.New("verbs: handler failed")

@@ -228,6 +228,15 @@ type ListenOptions struct {
 	// 16 x MaxCalls calls outstanding is closed as a protocol violation.
 	// 0 means DefaultMaxCalls.
 	MaxCalls int
+	// Admit decides which peers are served and what they may do (see
+	// [AdmitFunc]). Nil means the backend's default: shm admits only this
+	// process's effective user ([OwnUIDPolicy]); tcp admits every peer
+	// that reaches the address with full access (bind to an address only
+	// trusted peers reach, or set Admit). A peer granted read only sees
+	// the exports without remote write (tcp), or not at all where the
+	// backend cannot keep a writable region read-only for one peer (shm
+	// withholds exports that have remote write from it).
+	Admit AdmitFunc
 	// OnError, when set, receives errors that end a peer's connection
 	// abnormally (a [*ProtocolError], a failed handshake, an I/O error). It
 	// may be called from several goroutines at once and must not block.

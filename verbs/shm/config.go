@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"os"
 	"runtime"
 	"time"
 )
@@ -22,6 +23,12 @@ type Config struct {
 	// closes the socket regardless; 0 means 1 s. Requesters are waited
 	// for at once, so Close takes at most about one grace.
 	CloseGrace time.Duration
+	// SocketMode is the permission of a segment's socket file (an address
+	// without a leading '@'); 0 means 0600, so only the owner's user can
+	// connect. Widen it (and set ListenOptions.Admit) to serve other
+	// users. Sockets in the abstract namespace have no permissions: there
+	// only Admit decides.
+	SocketMode os.FileMode
 }
 
 func (c Config) withDefaults() Config {
@@ -33,6 +40,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.SocketMode == 0 {
+		c.SocketMode = 0o600
 	}
 	if c.CloseGrace <= 0 {
 		c.CloseGrace = time.Second

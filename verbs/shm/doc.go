@@ -6,25 +6,46 @@
 //
 // # Memory
 //
-// Transport.Alloc creates a memfd, sizes it, seals it against shrinking
-// and growing (F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL) and maps it shared.
-// Only such regions can be exported (Transport.Listen) or exposed
+// Transport.Alloc creates a memfd, sizes it, maps it shared and seals it
+// against shrinking and growing (F_SEAL_SHRINK|F_SEAL_GROW), so a mapping
+// of it can never fault. A region peers may only read (its access lacks
+// verbs.AccessRemoteWrite: a read-only export, a requester's read-only
+// exposure, the probe region) is also sealed against writes
+// (F_SEAL_FUTURE_WRITE) once this process has mapped it: from then on the
+// kernel refuses write(2), new writable shared mappings, mprotect to
+// writable and hole punching through every descriptor of it, including
+// one a peer reopens read-write through /proc. Only the allocating
+// process's own mapping writes it. F_SEAL_SEAL then fixes the seals. Only
+// such regions can be exported (Transport.Listen) or exposed
 // (ConnectOptions.Expose): a peer cannot map plain Registered memory, and
 // trying fails with verbs.ErrNotSupported. Registered memory works as the
 // local side of work requests.
 //
-// # Connecting
+// # Connecting and admission
 //
-// A segment listens on a Unix stream socket; an address starting with '@'
-// is in the abstract namespace. The requester sends HELLO with the memfds
-// of its exposures attached (SCM_RIGHTS). The owner answers WELCOME with
-// the memfds of its exports and of a hidden 4 MiB probe region. Frames and
-// bodies are those of verbs/tcp (see its "Format" section); the
-// descriptors follow the region table's order, the probe's last. A
-// region a peer may only read is sent as a read-only descriptor (the memfd
-// reopened O_RDONLY), so the kernel refuses the peer a writable mapping.
-// A region a peer may write is sent read-write: on shm, remote write
-// implies that the peer can read it.
+// A segment listens on a Unix stream socket. An address starting with '@'
+// is in the abstract namespace, which has no file permissions; any other
+// is a socket file, created with Config.SocketMode (default 0600: only
+// the owner's user can connect). Whatever the address, the owner reads
+// the connecting process's credentials from the kernel (SO_PEERCRED) and
+// asks ListenOptions.Admit (default: verbs.OwnUIDPolicy, the owner's own
+// effective user only) whether to serve it and with what access. A
+// refused requester is answered with a refusing WELCOME (status access,
+// no body, no descriptors): its Connect fails with verbs.ErrNotAdmitted,
+// and the owner reports a *verbs.AdmitError. A requester admitted
+// read-only is not sent the exports peers may write at all (a
+// descriptor of a writable memfd cannot be kept read-only for one peer),
+// so it can map nothing it could change.
+//
+// The requester sends HELLO with the memfds of its exposures attached
+// (SCM_RIGHTS). The owner answers WELCOME with the memfds of the exports
+// the requester was admitted to and of a hidden 4 MiB probe region.
+// Frames and bodies are those of verbs/tcp (see its "Format" section);
+// the descriptors follow the region table's order, the probe's last. A
+// region a peer may only read is sent as a read-only descriptor (the
+// memfd reopened O_RDONLY) of a write-sealed memfd. A region a peer may
+// write is sent read-write: on shm, remote write implies that the peer
+// can read it.
 //
 // Each side validates what it receives before mapping it: exactly one
 // descriptor per region, a regular file, sealed against resizing (so a
@@ -75,10 +96,19 @@
 //
 // # Trust
 //
-// shm validates every request the verbs API makes. A peer process that
-// maps a region directly can still read it, and write it if it may write,
-// outside that validation: the kernel enforces only per-region read-only
-// versus read-write. Export to processes that are trusted to that extent.
+// What the kernel guarantees, against any local process: a region
+// exported without remote write cannot be changed by anybody but the
+// owner (the seals above), whoever obtains a descriptor of it; no region
+// can be resized; a requester the admission policy refuses gets no
+// descriptor; a requester admitted read-only gets descriptors of
+// write-sealed regions only. What it does not: a requester admitted to a
+// writable export maps it writable, so it can change any byte of that
+// export at any time, outside the verbs API's per-request validation (as
+// an RDMA peer holding the region's key could). Admit write access only
+// to users trusted with that export's whole contents. Segment.Evict
+// fences an evicted requester once it has unmapped the segment's regions
+// (see there); a requester that keeps its mapping and closes its socket
+// is outside that fence too.
 //
 // # Link parameters
 //

@@ -11,9 +11,18 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 )
 
-// seals every shared memfd carries: its size can never change, so a
-// mapping of it can never fault with SIGBUS.
-const seals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+// Seals. Every shared memfd is sealed against resizing, so a mapping of
+// it can never fault with SIGBUS. One that peers may only read is also
+// sealed against writes (F_SEAL_FUTURE_WRITE, after this process mapped
+// it writable): from then on the kernel refuses write(2), new writable
+// shared mappings, mprotect to writable and hole punching through any
+// descriptor of it, including one a peer reopens read-write through
+// /proc. Only this process's own mapping made before the seal can write.
+// F_SEAL_SEAL comes last, so nobody can add or change seals.
+const (
+	sizeSeals  = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	writeSeals = unix.F_SEAL_FUTURE_WRITE
+)
 
 // memfd is an Alloc'ed region's file and mapping.
 type memfd struct {
@@ -24,19 +33,22 @@ type memfd struct {
 	rofd int // read-only descriptor for peers with read access only; -1 until needed
 }
 
-// newMemfd creates a sealed memfd of size bytes and maps it.
-func newMemfd(size int, populate bool) (*memfd, error) {
+// newMemfd creates a memfd of size bytes, maps it and seals it; peersWrite
+// false seals it against every write but through this mapping.
+func newMemfd(size int, populate, peersWrite bool) (*memfd, error) {
 	fd, err := unix.MemfdCreate("scatterkit", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("shm: memfd_create: %w", err)
 	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+	fail := func(what string, err error) (*memfd, error) {
 		unix.Close(fd)
-		return nil, fmt.Errorf("shm: ftruncate %d: %w", size, err)
+		return nil, fmt.Errorf("shm: %s: %w", what, err)
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("shm: seal memfd: %w", err)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail(fmt.Sprintf("ftruncate %d", size), err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, sizeSeals); err != nil {
+		return fail("seal memfd", err)
 	}
 	flags := unix.MAP_SHARED
 	if populate {
@@ -44,8 +56,15 @@ func newMemfd(size int, populate bool) (*memfd, error) {
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("shm: mmap %d: %w", size, err)
+		return fail(fmt.Sprintf("mmap %d", size), err)
+	}
+	last := unix.F_SEAL_SEAL
+	if !peersWrite {
+		last |= writeSeals
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, last); err != nil {
+		_ = unix.Munmap(mem)
+		return fail("seal memfd against writes", err)
 	}
 	return &memfd{fd: fd, mem: mem, rofd: -1}, nil
 }
@@ -102,7 +121,7 @@ func mapPeer(fd int, size uint64, write, populate bool) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get seals: %w", err)
 	}
-	if got&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+	if got&sizeSeals != sizeSeals {
 		return nil, fmt.Errorf("memfd not sealed against resizing (seals %#x)", got)
 	}
 	if size > uint64(int(^uint(0)>>1)) {

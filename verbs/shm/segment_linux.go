@@ -5,7 +5,11 @@ package shm
 import (
 	"fmt"
 	"net"
+	"os"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
@@ -56,7 +60,7 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	for _, x := range exports {
 		sg.infos = append(sg.infos, x.Region.Info(x.Name))
 	}
-	sg.probe, err = newMemfd(probe.Bulk, true)
+	sg.probe, err = newMemfd(probe.Bulk, true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +82,13 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 		_ = sg.probe.free()
 		return nil, fmt.Errorf("shm: listen %s: %w", addr, err)
 	}
+	if !strings.HasPrefix(addr, "@") {
+		if err = os.Chmod(addr, t.cfg.SocketMode.Perm()); err != nil {
+			_ = sg.ln.Close()
+			_ = sg.probe.free()
+			return nil, fmt.Errorf("shm: listen %s: %w", addr, err)
+		}
+	}
 	if err = t.open.AddSegment(sg); err != nil {
 		_ = sg.ln.Close()
 		_ = sg.probe.free()
@@ -85,6 +96,46 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	}
 	sg.sessions.Serve("shm", sg.ln, func(nc net.Conn) error { return sg.accept(nc.(*net.UnixConn)) }, sg.report)
 	return sg, nil
+}
+
+// granted returns the exports a peer granted access sees and the
+// descriptors to send it (the probe's last). A peer granted less than
+// full access does not get the exports peers may write at all: a
+// descriptor of a writable memfd cannot be kept read-only (it can be
+// reopened read-write through /proc), so the kernel could not refuse
+// that peer's writes.
+func (sg *segment) granted(granted verbs.Access) ([]verbs.RegionInfo, []int) {
+	if granted == verbs.AccessRemoteRead|verbs.AccessRemoteWrite {
+		return sg.infos, sg.fds
+	}
+	infos := verbs.GrantedInfos(sg.infos, granted, func(verbs.RegionInfo) bool { return true })
+	fds := make([]int, 0, len(infos)+1)
+	for _, ri := range infos {
+		for i, all := range sg.infos {
+			if all.Key == ri.Key {
+				fds = append(fds, sg.fds[i])
+			}
+		}
+	}
+	return infos, append(fds, sg.fds[len(sg.fds)-1])
+}
+
+// peerCred returns the credentials the kernel recorded for the peer of nc
+// when it connected.
+func peerCred(nc *net.UnixConn) (*verbs.PeerCred, error) {
+	rc, err := nc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var uc *unix.Ucred
+	var serr error
+	if err := rc.Control(func(fd uintptr) { uc, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
+	if serr != nil {
+		return nil, fmt.Errorf("SO_PEERCRED: %w", serr)
+	}
+	return &verbs.PeerCred{PID: uc.Pid, UID: uc.Uid, GID: uc.Gid}, nil
 }
 
 // Addr implements verbs.Segment.
@@ -153,6 +204,21 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 		closeFDs(fds)
 		return &verbs.ProtocolError{Peer: peer, Stage: "handshake", Reason: "HELLO with owner fields set"}
 	}
+	policy := sg.opts.Admit
+	if policy == nil {
+		policy = verbs.OwnUIDPolicy().Admit
+	}
+	id := verbs.PeerIdentity{Transport: "shm", Addr: peer}
+	if cred, err := peerCred(nc); err == nil {
+		id.Cred = cred
+	}
+	granted, err := verbs.Admit(policy, id)
+	if err != nil {
+		closeFDs(fds)
+		_ = sendMsg(nc, frame.AppendRefusal(nil), nil)
+		return err
+	}
+	infos, sendFDs := sg.granted(granted)
 	m, err := mapRegions(hello.Regions, fds, verbs.RegionInfo{})
 	if err != nil {
 		return handshake.Err("shm", peer, err)
@@ -169,10 +235,10 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 		return err
 	}
 	w := frame.Hello{Lanes: 1, QueueDepth: uint32(sg.opts.QueueDepth), ConnID: s.id, Token: 1,
-		ProbeKey: sg.pinfo.Key, ProbeLen: sg.pinfo.Len, Regions: sg.infos}
+		ProbeKey: sg.pinfo.Key, ProbeLen: sg.pinfo.Len, Regions: infos}
 	out := frame.Append(nil, &frame.Header{Type: frame.TypeWelcome, Len: uint32(frame.HelloSize(&w))})
 	out = frame.AppendHello(out, &w)
-	if err := sendMsg(nc, out, sg.fds); err != nil {
+	if err := sendMsg(nc, out, sendFDs); err != nil {
 		sg.forget(s)
 		m.unmap(verbs.ErrClosed)
 		s.cancel()

@@ -344,6 +344,10 @@ func readHandshake(nc *net.UnixConn, want frame.Type, h *frame.Hello) ([]int, er
 		closeFDs(fds)
 		return nil, &verbs.ProtocolError{Stage: "handshake", Reason: fmt.Sprintf("%s instead of %s", hdr.Type, want)}
 	}
+	if frame.Refused(&hdr) {
+		closeFDs(fds)
+		return nil, frame.ErrRefused
+	}
 	body := make([]byte, hdr.Len)
 	if _, err := io.ReadFull(nc, body); err != nil {
 		closeFDs(fds)

@@ -48,7 +48,7 @@ func (t *Transport) Alloc(size int, access verbs.Access) (*verbs.Region, error) 
 	if !access.Valid() {
 		return nil, fmt.Errorf("shm: alloc access %s: %w", access, verbs.ErrInvalid)
 	}
-	m, err := newMemfd(size, false)
+	m, err := newMemfd(size, false, access.Has(verbs.AccessRemoteWrite))
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,8 @@
 //
 //	type     name     dir   fields used         payload
 //	1        HELLO    R->O  len                 hello body (len bytes)
-//	2        WELCOME  O->R  len                 hello body
+//	2        WELCOME  O->R  len [status]        hello body; status access and
+//	                                            no body: the peer is refused
 //	3        JOIN     R->O  id=conn key=token off=lane (1..63)
 //	4        JOINED   O->R  -
 //	5        READ     both  id key off len      none (len = bytes wanted)
@@ -120,6 +121,14 @@
 //	16 connection id (u64)        24  token (u64)
 //	32 probe key (u64)            40  probe length (u64)
 //	48 regions: key (u64) len (u64) access (u8) name length (u8) name
+//
+// Before answering HELLO the owner asks ListenOptions.Admit about the
+// peer (its address; tcp has no credentials): a refused peer gets the
+// refusing WELCOME (status 2, length 0) and its Connect fails with
+// verbs.ErrNotAdmitted; a peer granted read only is listed every export
+// with the write bit cleared, and its WRITEs are answered with status
+// access. With no Admit set every peer that reaches the address is
+// served with full access.
 //
 // HELLO lists the requester's exposures and leaves the ids, token and
 // probe zero. WELCOME lists the segment's exports, the connection id and

@@ -77,6 +77,19 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	return sg, nil
 }
 
+// grantedTable builds the table of a peer granted less than full access:
+// the exports as infos describe them (access reduced, some left out) and
+// the probe region.
+func (sg *segment) grantedTable(infos []verbs.RegionInfo) *regtab.Table {
+	entries := make([]regtab.TableEntry, 0, len(infos)+1)
+	for _, ri := range infos {
+		mem, _ := sg.table.Mem(ri.Key)
+		entries = append(entries, regtab.TableEntry{Info: ri, Mem: mem})
+	}
+	mem, _ := sg.table.Mem(sg.probe.Key)
+	return regtab.NewTable(append(entries, regtab.TableEntry{Hidden: true, Mem: mem, Info: sg.probe}))
+}
+
 // Addr implements verbs.Segment.
 func (sg *segment) Addr() string { return sg.addr }
 
@@ -160,9 +173,21 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	if hello.Lanes == 0 || hello.Lanes > verbs.MaxLanes || hello.ProbeKey != 0 || hello.ConnID != 0 || hello.Token != 0 {
 		return &verbs.ProtocolError{Peer: peer, Stage: "handshake", Reason: fmt.Sprintf("HELLO with %d lanes or owner fields set", hello.Lanes)}
 	}
+	granted, err := verbs.Admit(sg.opts.Admit, verbs.PeerIdentity{Transport: "tcp", Addr: peer})
+	if err != nil {
+		_, _ = nc.Write(frame.AppendRefusal(nil))
+		return err
+	}
+	table, infos := sg.table, sg.infos
+	if granted != verbs.AccessRemoteRead|verbs.AccessRemoteWrite {
+		// A reduced grant gets its own table: every request is checked
+		// against the access this peer was granted.
+		infos = verbs.GrantedInfos(sg.infos, granted, nil)
+		table = sg.grantedTable(infos)
+	}
 	s := newSession(sg.t, true, peer)
 	s.seg = sg
-	s.serve = sg.table
+	s.serve = table
 	s.remote = hello.Regions
 	s.peerDepth = sg.opts.QueueDepth
 	s.sem = make(chan struct{}, sg.opts.MaxCalls)
@@ -181,7 +206,7 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	}
 
 	w := frame.Hello{Lanes: hello.Lanes, QueueDepth: uint32(sg.opts.QueueDepth), ConnID: s.id, Token: s.token,
-		ProbeKey: sg.probe.Key, ProbeLen: sg.probe.Len, Regions: sg.infos}
+		ProbeKey: sg.probe.Key, ProbeLen: sg.probe.Len, Regions: infos}
 	out := frame.Append(nil, &frame.Header{Type: frame.TypeWelcome, Len: uint32(frame.HelloSize(&w))})
 	out = frame.AppendHello(out, &w)
 	if _, err := nc.Write(out); err != nil {

@@ -116,7 +116,7 @@ const (
 
 var allowed = [typeCount]uint8{
 	TypeHello:   allowLen,
-	TypeWelcome: allowLen,
+	TypeWelcome: allowLen | allowStatus,
 	TypeJoin:    allowID | allowKey | allowOff,
 	TypeJoined:  0,
 	TypeRead:    allowID | allowLen | allowKey | allowOff,
@@ -149,6 +149,13 @@ func (h *Header) check() error {
 	}
 	switch h.Type {
 	case TypeHello, TypeWelcome:
+		if h.Type == TypeWelcome && h.Status != verbs.StatusOK {
+			// The owner's admission policy refused the peer.
+			if h.Status != verbs.StatusAccess || h.Len != 0 {
+				return bad("frame", fmt.Sprintf("refusing WELCOME with status %s and a %d-byte body", h.Status, h.Len))
+			}
+			return nil
+		}
 		if h.Len < helloFixed || h.Len > MaxHello {
 			return bad("frame", fmt.Sprintf("%s body of %d bytes", h.Type, h.Len))
 		}

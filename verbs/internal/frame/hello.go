@@ -30,6 +30,19 @@ type Hello struct {
 	Regions    []verbs.RegionInfo
 }
 
+// ErrRefused is what a requester's handshake returns when the owner
+// answered HELLO with a refusing WELCOME (see AppendRefusal).
+var ErrRefused = fmt.Errorf("the owner's admission policy refused this peer: %w", verbs.ErrNotAdmitted)
+
+// AppendRefusal appends the WELCOME that tells a requester the owner's
+// admission policy refused it: status access, no body.
+func AppendRefusal(dst []byte) []byte {
+	return Append(dst, &Header{Type: TypeWelcome, Status: verbs.StatusAccess})
+}
+
+// Refused reports whether h, a decoded WELCOME header, is a refusal.
+func Refused(h *Header) bool { return h.Type == TypeWelcome && h.Status == verbs.StatusAccess }
+
 // HelloSize returns the encoded size of h.
 func HelloSize(h *Hello) int {
 	n := helloFixed

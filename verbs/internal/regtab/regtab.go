@@ -216,6 +216,15 @@ func (t *Table) Resolve(c *Cursor, key verbs.Key, off uint64, n uint32, need ver
 	return b, verbs.StatusOK
 }
 
+// Mem returns the memory of the region named key.
+func (t *Table) Mem(key verbs.Key) ([]byte, bool) {
+	i, ok := t.lookup(key)
+	if !ok {
+		return nil, false
+	}
+	return t.mems[i], true
+}
+
 func (t *Table) lookup(key verbs.Key) (int, bool) {
 	if key == 0 {
 		return 0, false

@@ -1,0 +1,86 @@
+package tcp_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
+	"github.com/scatterkit/scatterkit/verbs/tcp"
+)
+
+// TestAdmit: the owner's policy sees the peer's address (and no
+// credentials on tcp); a refused peer's Connect fails with
+// ErrNotAdmitted; a peer admitted read-only sees the writable export as
+// read-only and its WRITEs to it fail with StatusAccess while its READs
+// work, and a fully admitted peer on the same segment still writes.
+func TestAdmit(t *testing.T) {
+	r := verbstest.NewRand(t)
+	owner := tcp.New(tcp.Config{})
+	defer owner.Close()
+	req := tcp.New(tcp.Config{})
+	defer req.Close()
+	rw, err := owner.Alloc(8192, verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
+	require.NoError(t, err)
+	verbstest.Fill(r, rw.Bytes())
+	var seen []verbs.PeerIdentity
+	seg, err := owner.Listen("127.0.0.1:0", []verbs.Export{{Name: "rw", Region: rw}}, verbs.ListenOptions{
+		Admit: func(id verbs.PeerIdentity) (verbs.Access, error) {
+			seen = append(seen, id)
+			if len(seen) == 1 {
+				return 0, errors.New("first peer refused")
+			}
+			if len(seen) == 2 {
+				return verbs.AccessRemoteRead, nil
+			}
+			return verbs.AccessRemoteRead | verbs.AccessRemoteWrite, nil
+		},
+	})
+	require.NoError(t, err)
+	defer seg.Close()
+
+	_, err = req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 2})
+	require.ErrorIs(t, err, verbs.ErrNotAdmitted)
+	require.Equal(t, "tcp", seen[0].Transport)
+	require.NotEmpty(t, seen[0].Addr)
+	require.Nil(t, seen[0].Cred)
+
+	local, err := req.Alloc(8192, verbs.AccessLocal)
+	require.NoError(t, err)
+	verbstest.Fill(r, local.Bytes())
+	ro, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 2})
+	require.NoError(t, err)
+	defer ro.Close()
+	ri, ok := verbs.FindRegion(ro.Remote(), "rw")
+	require.True(t, ok)
+	require.Equal(t, verbs.AccessRemoteRead, ri.Access)
+	before := append([]byte(nil), rw.Bytes()...)
+	cs := make([]verbs.Completion, 2)
+	_, err = verbstest.Drive(verbstest.Context(t), ro, []verbs.WorkRequest{
+		{ID: 1, Op: verbs.OpWrite, Len: 4096, LocalKey: local.Key(), RemoteKey: ri.Key},
+		{ID: 2, Op: verbs.OpRead, Len: 4096, LocalKey: local.Key(), LocalOff: 4096, RemoteKey: ri.Key, RemoteOff: 4096},
+	}, cs)
+	require.NoError(t, err)
+	for _, c := range cs {
+		if c.ID == 1 {
+			require.ErrorIs(t, c.Err, verbs.ErrAccess)
+		} else {
+			require.NoError(t, c.Err)
+		}
+	}
+	require.Equal(t, before, rw.Bytes(), "a read-only peer wrote")
+	require.Equal(t, rw.Bytes()[4096:], local.Bytes()[4096:])
+
+	full, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{})
+	require.NoError(t, err)
+	defer full.Close()
+	ri, _ = verbs.FindRegion(full.Remote(), "rw")
+	require.Equal(t, verbs.AccessRemoteRead|verbs.AccessRemoteWrite, ri.Access)
+	_, err = verbstest.Drive(verbstest.Context(t), full, []verbs.WorkRequest{
+		{ID: 3, Op: verbs.OpWrite, Len: 4096, LocalKey: local.Key(), RemoteKey: ri.Key}}, cs[:1])
+	require.NoError(t, err)
+	verbstest.RequireOK(t, cs[:1])
+	require.Equal(t, local.Bytes()[:4096], rw.Bytes()[:4096])
+}
