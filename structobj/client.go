@@ -257,6 +257,10 @@ type Client struct {
 	// hookChunk, when set (tests), runs after each staged chunk is
 	// submitted, with the chunk's number (1, 2, ...).
 	hookChunk func(n int)
+	// hookReserved, when set (tests), runs when a PUT's Reserve has been
+	// answered, before its first WRITE, with the reservation's id and
+	// region offset.
+	hookReserved func(id, off uint64)
 }
 
 // clientCounters are the counters of ClientStats; putOK and getOK are
@@ -898,6 +902,9 @@ func (c *Client) put(ctx context.Context, addr, key string, obj *Object) (uint64
 	var res reserveReply
 	if err := c.do(ctx, oc, MethodReserve, &reserveRequest{size: payload}, &res); err != nil {
 		return 0, 0, x.finish(err)
+	}
+	if c.hookReserved != nil {
+		c.hookReserved(res.id, res.off)
 	}
 	wctx, cancel := context.WithDeadline(ctx, ttlDeadline(sent, res.ttl))
 	defer cancel()
