@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/tools/internal/netns"
 	"github.com/scatterkit/scatterkit/tools/internal/units"
 	"github.com/scatterkit/scatterkit/verbs"
@@ -71,6 +73,9 @@ type Config struct {
 	// corrupt, when set, changes the bytes of a verified destination
 	// before they are checked (tests prove verification catches it).
 	corrupt func(dst []byte)
+	// calibrate, when set, replaces costmodel.CalibrateOrFallback for the
+	// in-process gather services (tests make it fall back).
+	calibrate func(context.Context, costmodel.CalibrateOptions) (costmodel.Calibration, error)
 }
 
 // Limits of the numeric flags.

@@ -138,16 +138,21 @@ func (t *timings) run(measured bool, f func() error) error {
 	err := f()
 	el := time.Since(start)
 	if err != nil {
-		t.errors++
-		if t.first == nil {
-			t.first = err
-		}
-		return err
+		return t.fail(err)
 	}
 	if measured {
 		t.d = append(t.d, el)
 	}
 	return nil
+}
+
+// fail counts a failed operation and returns err.
+func (t *timings) fail(err error) error {
+	t.errors++
+	if t.first == nil {
+		t.first = err
+	}
+	return err
 }
 
 func (t *timings) p(q float64) time.Duration { return quantile(slices.Clone(t.d), q) }
@@ -184,10 +189,11 @@ func (r *Runner) runEngramCPU(ctx context.Context, e *engramEnv, w *Workload) (W
 	packOnly := func() error {
 		return pack.ParallelGather(e.workers, packed, e.snap.Rows, ids, pack.Layout{Rows: len(ids), RowBytes: R})
 	}
+	var failure error
 	reps := w.Reps(c)
-	for rep := -c.Warmup; rep < reps; rep++ {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+	for rep := -c.Warmup; rep < reps && failure == nil; rep++ {
+		if failure = ctx.Err(); failure != nil {
+			break
 		}
 		measured := rep >= 0
 		sides := []func() error{func() error { return look.run(measured, lookup) }, func() error { return po.run(measured, packOnly) }}
@@ -202,33 +208,30 @@ func (r *Runner) runEngramCPU(ctx context.Context, e *engramEnv, w *Workload) (W
 				out[i] = ^out[i] // a stale output cannot pass the check
 			}
 			if err := look.run(false, lookup); err == nil {
-				if err := e.checkRows(out, ids); err != nil {
-					return res, err
+				failure = errors.Join(e.checkRows(out, ids), e.checkRows(packed, ids))
+				if failure == nil {
+					res.Verified++
 				}
-				if err := e.checkRows(packed, ids); err != nil {
-					return res, err
-				}
-				res.Verified++
 			}
 		}
 		if r.step != nil {
 			r.step(w.Name)
 		}
 	}
-	if look.first != nil || po.first != nil {
-		return res, fmt.Errorf("scatterbench: %s: %w", w.Name, errors.Join(look.first, po.first))
+	if failure == nil && (look.first != nil || po.first != nil) {
+		failure = fmt.Errorf("scatterbench: %s: %w", w.Name, errors.Join(look.first, po.first))
 	}
 	payload := w.Payload()
 	p50 := look.p(0.5)
 	res.Lines = []Line{{Workload: w.Name, Transport: "local", Owner: "local", Seed: c.Seed, Mode: "cpu", Chosen: "cpu",
 		Direction: "read", Fragments: uint64(w.Fragments()), PayloadBytes: payload, Reps: len(look.d),
 		P50Ms: ms(p50), P95Ms: ms(look.p(0.95)), GoodputGbps: gbps(payload, p50), WindowGbps: gbps(payload, p50),
-		PackMs: ms(p50), Errors: look.errors}}
+		PackMs: ms(p50), Errors: look.errors, opErr: look.first}}
 	res.OverBound = []int{0}
 	g := gbps(payload, po.p(0.5))
 	res.Ceilings = []CeilingLine{{Workload: "ceiling/" + CeilingPack, For: w.Name, Transport: "local", Owner: "local",
 		Seed: c.Seed, Reps: len(po.d), GoodputGbps: &g}}
-	return res, nil
+	return res, failure
 }
 
 func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport string, w *Workload) (res WorkloadResult, err error) {
@@ -250,33 +253,46 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 		return res, fmt.Errorf("scatterbench: engram owner: %w", err)
 	}
 	defer func() { err = errors.Join(err, srv.Close()) }()
+	// The server's gather service is engram's: ask it what it reports.
+	if res.Calibration, err = probeOwnerCalibration(ctx, "engram owner gather service", reqT, srv.Addr()); err != nil {
+		return res, err
+	}
 
 	type side struct {
 		mode  Mode
 		store *engram.Store
+		eng   *verbs.Engine // the store's (what engram would make), closed after it
 		buf   *engram.Buffer
 		t     timings
 	}
 	var sides []*side
 	defer func() {
 		for _, s := range sides {
-			s.buf.Release()
-			err = errors.Join(err, s.store.Close())
+			if s.buf != nil {
+				s.buf.Release()
+			}
+			if s.store != nil {
+				err = errors.Join(err, s.store.Close())
+			}
+			res.Calibration = append(res.Calibration, engineFallback("engram requester engine ("+s.mode.Name+")", s.eng)...)
+			err = errors.Join(err, s.eng.Close())
 		}
 	}()
 	for _, m := range c.Modes {
-		rs, err := engram.Open(ctx, engram.Config{Tables: map[string]engram.TableSpec{engramTable: e.spec}, Namespace: engramNS,
-			Remote: &engram.RemoteConfig{Transport: reqT, Addr: srv.Addr(), BufferBytes: max(int64(T*K*R)*2, 1<<20), Mode: m.Verbs,
-				Connect: verbs.ConnectOptions{Lanes: c.Lanes}}})
+		eng, err := verbs.NewEngine(verbs.EngineConfig{})
 		if err != nil {
-			return res, &OwnerError{Owner: OwnerInproc, Stage: "connect", Err: err}
-		}
-		buf, err := rs.NewBuffer(T * K * R)
-		if err != nil {
-			rs.Close()
 			return res, err
 		}
-		sides = append(sides, &side{mode: m, store: rs, buf: buf})
+		sd := &side{mode: m, eng: eng}
+		sides = append(sides, sd)
+		if sd.store, err = engram.Open(ctx, engram.Config{Tables: map[string]engram.TableSpec{engramTable: e.spec}, Namespace: engramNS,
+			Remote: &engram.RemoteConfig{Transport: reqT, Addr: srv.Addr(), BufferBytes: max(int64(T*K*R)*2, 1<<20), Mode: m.Verbs,
+				Connect: verbs.ConnectOptions{Lanes: c.Lanes}, Engine: eng}}); err != nil {
+			return res, &OwnerError{Owner: OwnerInproc, Stage: "connect", Err: err}
+		}
+		if sd.buf, err = sd.store.NewBuffer(T * K * R); err != nil {
+			return res, err
+		}
 	}
 	localOut := make([]byte, T*K*R)
 	var local, rtt timings
@@ -297,19 +313,24 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 			})
 		})
 	}
+	var failure error
 	reps := w.Reps(c)
-	for rep := -c.Warmup; rep < reps; rep++ {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+	for rep := -c.Warmup; rep < reps && failure == nil; rep++ {
+		if failure = ctx.Err(); failure != nil {
+			break
 		}
 		for i := range runs {
 			if err := runs[(i+rep+c.Warmup)%len(runs)](rep >= 0); err != nil && fatal(ctx, err) {
-				return res, err
+				failure = err
+				break
 			}
 		}
+		if failure != nil {
+			break
+		}
 		if rep == -c.Warmup || rep == reps-1 {
-			if err := e.checkRows(localOut, ids); err != nil {
-				return res, err
+			if failure = e.checkRows(localOut, ids); failure != nil {
+				break
 			}
 			for _, s := range sides {
 				b := s.buf.Bytes()
@@ -322,10 +343,13 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 					continue
 				}
 				if err := e.checkRows(b, ids); err != nil {
-					return res, fmt.Errorf("%s: %w", s.mode.Name, err)
+					failure = fmt.Errorf("%s: %w", s.mode.Name, err)
+					break
 				}
 			}
-			res.Verified++
+			if failure == nil {
+				res.Verified++
+			}
 		}
 		if r.step != nil {
 			r.step(w.Name)
@@ -335,14 +359,15 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 	for _, s := range sides {
 		st, err := s.store.Stats()
 		if err != nil {
-			return res, err
+			failure = errors.Join(failure, err)
+			continue
 		}
 		p50 := s.t.p(0.5)
 		res.Lines = append(res.Lines, Line{Workload: w.Name, Transport: transport, Owner: OwnerInproc, Seed: c.Seed,
 			Mode: s.mode.Name, Chosen: chosenOf(st.Remote), Direction: "read", Fragments: uint64(w.Fragments()),
 			PayloadBytes: payload, Reps: len(s.t.d), P50Ms: ms(p50), P95Ms: ms(s.t.p(0.95)),
 			GoodputGbps: gbps(payload, p50), WindowGbps: gbps(payload, p50),
-			Fallbacks: int(st.Remote.Fallbacks), Errors: s.t.errors})
+			Fallbacks: int(st.Remote.Fallbacks), Errors: s.t.errors, opErr: s.t.first})
 		res.OverBound = append(res.OverBound, 0)
 	}
 	rp, lp := ms(rtt.p(0.5)), ms(local.p(0.5))
@@ -350,10 +375,10 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 		{Workload: "ceiling/" + CeilingRTT, For: w.Name, Transport: transport, Owner: OwnerInproc, Seed: c.Seed, Reps: len(rtt.d), P50Ms: &rp},
 		{Workload: "ceiling/" + CeilingLocal, For: w.Name, Transport: "local", Owner: "local", Seed: c.Seed, Reps: len(local.d), P50Ms: &lp},
 	}
-	if err := errors.Join(local.first, rtt.first); err != nil {
-		return res, fmt.Errorf("scatterbench: %s: %w", w.Name, err)
+	if err := errors.Join(local.first, rtt.first); err != nil && failure == nil {
+		failure = fmt.Errorf("scatterbench: %s: %w", w.Name, err)
 	}
-	return res, nil
+	return res, failure
 }
 
 // chosenOf names the mode most of a remote store's operations ran in.

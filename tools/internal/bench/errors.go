@@ -3,11 +3,12 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors of the benchmark. Detailed failures wrap one of these in a typed
-// error (*FlagError, *VerifyError, *OwnerError); test for them with
-// errors.Is.
+// error (*FlagError, *VerifyError, *OwnerError, *WorkloadError); test for
+// them with errors.Is.
 var (
 	// ErrUsage is wrapped by a *FlagError when the command line is
 	// invalid: an unknown value, a number out of range, flags that
@@ -19,6 +20,10 @@ var (
 	// ErrOwner is wrapped by an *OwnerError when the owner could not be
 	// started, found or stopped cleanly (including leaked leases).
 	ErrOwner = errors.New("scatterbench: owner failed")
+	// ErrWorkload is wrapped by a *WorkloadError when a workload failed
+	// (its setup, an operation, its verification) or did not run. The
+	// run goes on with the next workload and fails at the end.
+	ErrWorkload = errors.New("scatterbench: workload failed")
 )
 
 // FlagError reports a flag value that Parse rejected.
@@ -80,3 +85,40 @@ func (e *OwnerError) Error() string {
 
 // Unwrap returns ErrOwner and the cause.
 func (e *OwnerError) Unwrap() []error { return []error{ErrOwner, e.Err} }
+
+// WorkloadError reports a workload that failed or did not run; Err is
+// the cause (a *VerifyError, an *OwnerError, an operation's error, ...).
+type WorkloadError struct {
+	Transport, Workload string
+	// NotRun is set when the workload never started: the pass's owner
+	// could not start, an earlier workload lost the connection to it, or
+	// the run was interrupted.
+	NotRun bool
+	Err    error
+}
+
+func (e *WorkloadError) Error() string {
+	what := "failed"
+	if e.NotRun {
+		what = "not run"
+	}
+	return fmt.Sprintf("scatterbench: %s over %s %s: %v", e.Workload, e.Transport, what, e.Err)
+}
+
+// Unwrap returns ErrWorkload and the cause.
+func (e *WorkloadError) Unwrap() []error { return []error{ErrWorkload, e.Err} }
+
+// Status is StatusFailed or StatusNotRun.
+func (e *WorkloadError) Status() string {
+	if e.NotRun {
+		return StatusNotRun
+	}
+	return StatusFailed
+}
+
+// Reason is the cause's first line: what the table and the goals show
+// (the JSON carries the whole message).
+func (e *WorkloadError) Reason() string {
+	s, _, _ := strings.Cut(e.Err.Error(), "\n")
+	return s
+}

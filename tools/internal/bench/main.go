@@ -17,10 +17,13 @@ import (
 )
 
 // Main runs scatterbench with args (without the program name) and returns
-// the exit status: 0 when every operation succeeded, every payload
-// verified and nothing leaked (missed performance goals do not fail a
-// run: they are measurements); 1 otherwise; 2 for a usage error. SIGINT
-// and SIGTERM stop the run, stop the owner and remove the namespace.
+// the exit status: 0 when every workload ran, every operation succeeded,
+// every payload verified and nothing leaked (missed performance goals do
+// not fail a run: they are measurements); 1 otherwise (a failed workload
+// is listed with its reason and the others still run); 2 for a usage
+// error. The output ends with one line, "N goals ok, M missed, K not
+// measured" (with -json also a "summary" record). SIGINT and SIGTERM stop
+// the run, stop the owner and remove the namespace.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := Parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -101,28 +104,39 @@ func Run(ctx context.Context, c *Config, stdout, stderr io.Writer) int {
 	}
 	failed := runErr != nil
 	for _, p := range passes {
-		if p.Leaked > 0 {
+		if p.Leaked > 0 || p.Err != nil {
 			failed = true
 		}
 		for _, w := range p.Workloads {
+			failed = failed || w.Err != nil
 			for _, l := range w.Lines {
 				failed = failed || l.Errors > 0 || l.LeakedLeases > 0
 			}
 		}
 	}
-	if runErr != nil && ctx.Err() != nil {
-		fmt.Fprintf(stderr, "scatterbench: interrupted (%v); the owner was stopped and its namespace, if any, removed\n", context.Cause(ctx))
-		return 1
-	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "FAILED: %v\n", runErr)
-	} else if failed {
-		fmt.Fprintf(stderr, "FAILED: scatterbench: operations failed or leases leaked (see the table)\n")
-	}
+	code := 0
 	if failed {
-		return 1
+		code = 1
 	}
-	return 0
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "scatterbench: interrupted (%v); the owner was stopped and its namespace, if any, removed\n", context.Cause(ctx))
+	case runErr != nil:
+		fmt.Fprintf(stderr, "FAILED: %v\n", runErr)
+	case failed:
+		fmt.Fprintf(stderr, "FAILED: scatterbench: workloads did not run, operations failed or leases leaked (see the table)\n")
+	}
+	// The run ends with one summary line (and record).
+	sum := summaryLine(c, passes, goals, code)
+	if r.emit != nil {
+		r.emitLine(sum)
+	}
+	if c.Quiet {
+		fmt.Fprintln(stderr, sum.Text)
+	} else {
+		fmt.Fprintf(table, "\n%s\n", sum.Text)
+	}
+	return code
 }
 
 // newProgress returns a progress bar on stderr when it is a terminal and

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -79,9 +80,19 @@ func PrintTable(out io.Writer, c *Config, passes []PassResult) {
 			"plan", "control", "decode", "pack", "complete", "staging peak/bound", "fb", "err"}}
 		for _, wr := range p.Workloads {
 			for _, l := range wr.Lines {
-				rows = append(rows, []string{l.Workload, l.Mode, l.Chosen, strconv.FormatUint(l.Fragments, 10),
-					units.FormatBytes(int64(l.PayloadBytes)), f2(l.P50Ms), f2(l.P95Ms), f2(l.GoodputGbps), f2(l.WindowGbps),
-					f2(l.PlanMs), f2(l.ControlMs), f2(l.DecodeMs), f2(l.PackMs), f2(l.CompleteMs),
+				fig := func(v float64) string {
+					if l.Reps == 0 {
+						return "-" // nothing measured: the workload failed or did not run
+					}
+					return f2(v)
+				}
+				chosen := l.Chosen
+				if chosen == "" {
+					chosen = "-"
+				}
+				rows = append(rows, []string{l.Workload, l.Mode, chosen, strconv.FormatUint(l.Fragments, 10),
+					units.FormatBytes(int64(l.PayloadBytes)), fig(l.P50Ms), fig(l.P95Ms), fig(l.GoodputGbps), fig(l.WindowGbps),
+					fig(l.PlanMs), fig(l.ControlMs), fig(l.DecodeMs), fig(l.PackMs), fig(l.CompleteMs),
 					units.FormatBytes(l.StagingPeakBytes) + " / " + units.FormatBytes(l.StagingBoundBytes),
 					strconv.Itoa(l.Fallbacks), strconv.Itoa(l.Errors)})
 			}
@@ -106,13 +117,49 @@ func PrintTable(out io.Writer, c *Config, passes []PassResult) {
 			fmt.Fprintf(tw, "  %s\t%s\t(%d verified reps)\n", wr.Workload.Name, strings.Join(cs, ", "), wr.Verified)
 		}
 		_ = tw.Flush()
+		printCalibration(out, p)
+		printFailures(out, p)
 		if p.Leaked > 0 {
 			fmt.Fprintf(out, "  LEAK: %d staging leases outstanding at shutdown\n", p.Leaked)
 		}
 		if p.Err != nil {
-			fmt.Fprintf(out, "  pass stopped: %v\n", p.Err)
+			fmt.Fprintf(out, "  owner: %v\n", p.Err)
 		}
 	}
+}
+
+// printCalibration lists a pass's calibrations that fell back, each once
+// with the workloads whose figures stand on it.
+func printCalibration(out io.Writer, p PassResult) {
+	fbs := calibrationFallbacks([]PassResult{p})
+	if len(fbs) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n  CALIBRATION FALLBACK: these packing calibrations could not finish; the cost model used costmodel's\n")
+	fmt.Fprintf(out, "  conservative figures (packing priced high, leaning toward direct) for the workloads named:\n")
+	for _, f := range fbs {
+		fmt.Fprintf(out, "    %s\n", strings.TrimPrefix(f, p.Transport+" "))
+	}
+}
+
+// printFailures lists a pass's workloads that failed or did not run, with
+// the reason; their goals are n/a.
+func printFailures(out io.Writer, p PassResult) {
+	var rows [][]string
+	for _, wr := range p.Workloads {
+		if we, ok := errors.AsType[*WorkloadError](wr.Err); ok {
+			rows = append(rows, []string{wr.Workload.Name, we.Status(), we.Reason()})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n  FAILED workloads (their goals are n/a; the exit status is 1):\n")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "    %s\t%s\t%s\n", r[0], r[1], r[2])
+	}
+	_ = tw.Flush()
 }
 
 // renderTable writes rows as aligned columns, the first left columns
@@ -184,12 +231,35 @@ func boolGoal(t, text, got, want string) Goal {
 	return g
 }
 
-func countGoal(t, text string, n int) Goal {
-	g := Goal{Transport: t, Text: text, Value: math.NaN(), Target: "= 0", Note: strconv.Itoa(n), Verdict: "ok"}
-	if n != 0 {
+// countGoal is a count that must be zero; measured false (nothing ran
+// that could have counted) makes it n/a, never ok.
+func countGoal(t, text string, n int, note string, measured bool) Goal {
+	if note == "" {
+		note = strconv.Itoa(n)
+	}
+	g := Goal{Transport: t, Text: text, Value: math.NaN(), Target: "= 0", Note: note, Verdict: "ok"}
+	switch {
+	case n != 0:
 		g.Verdict = "MISSED"
+	case !measured:
+		g.Verdict, g.Note = "n/a", "nothing ran in this pass"
 	}
 	return g
+}
+
+// failedGoal makes g, whose inputs come from a workload that failed or
+// did not run, n/a with the reason.
+func failedGoal(g Goal, we *WorkloadError) Goal {
+	g.Value, g.Verdict = math.NaN(), "n/a"
+	g.Note = fmt.Sprintf("%s %s: %s", we.Workload, we.Status(), we.Reason())
+	return g
+}
+
+func plural(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
 }
 
 func ratio(a, b float64) float64 {
@@ -208,6 +278,20 @@ func Goals(passes []PassResult) []Goal {
 		byName := map[string]*WorkloadResult{}
 		for i := range p.Workloads {
 			byName[p.Workloads[i].Workload.Name] = &p.Workloads[i]
+		}
+		// add appends goals of workload w: n/a with the reason when w
+		// failed or did not run (its figures are no goal's inputs).
+		add := func(w string, gs ...Goal) {
+			var we *WorkloadError
+			if wr := byName[w]; wr != nil {
+				we, _ = errors.AsType[*WorkloadError](wr.Err)
+			}
+			for _, g := range gs {
+				if we != nil {
+					g = failedGoal(g, we)
+				}
+				out = append(out, g)
+			}
 		}
 		get := func(w, mode string) *Line {
 			if r := byName[w]; r != nil {
@@ -231,32 +315,32 @@ func Goals(passes []PassResult) []Goal {
 		if ms := byName["many-small"]; ms != nil {
 			a := get("many-small", "adaptive")
 			if t == "shm" {
-				out = append(out,
+				add("many-small",
 					boolGoal(t, "many-small: adaptive chooses", chosen(a), "direct"),
 					ratioGoal(t, "many-small: adaptive goodput / pack-only", ratio(val(a, goodput), ms.ceiling(CeilingPack)), 0.9, true))
 			} else {
 				dc, po := ms.ceiling(CeilingDirect), ms.ceiling(CeilingPack)
-				out = append(out,
+				add("many-small",
 					boolGoal(t, "many-small: adaptive chooses", chosen(a), "gather"),
 					ratioGoal(t, "many-small: adaptive window / direct control", ratio(val(a, func(l *Line) float64 { return l.WindowGbps }), dc), 0.9, true),
 					ratioGoal(t, "many-small: adaptive goodput / min(direct control, pack-only)", ratio(val(a, goodput), math.Min(dc, po)), 0.75, true))
 			}
 		}
 		if byName["few-large"] != nil {
-			out = append(out, ratioGoal(t, "few-large: adaptive / forced direct",
+			add("few-large", ratioGoal(t, "few-large: adaptive / forced direct",
 				ratio(val(get("few-large", "adaptive"), goodput), val(get("few-large", "direct"), goodput)), 0.97, true))
 		}
 		if byName["mixed"] != nil {
 			best := math.Max(val(get("mixed", "direct"), goodput), val(get("mixed", "gather"), goodput))
-			out = append(out, ratioGoal(t, "mixed: adaptive / better of forced direct and gather",
+			add("mixed", ratioGoal(t, "mixed: adaptive / better of forced direct and gather",
 				ratio(val(get("mixed", "adaptive"), goodput), best), 0.95, true))
 		}
 		if sr := byName["single-read"]; sr != nil {
-			out = append(out, ratioGoal(t, "single-read: adaptive p50 / rtt p50",
+			add("single-read", ratioGoal(t, "single-read: adaptive p50 / rtt p50",
 				ratio(val(get("single-read", "adaptive"), func(l *Line) float64 { return l.P50Ms }), sr.ceiling(CeilingRTT)), 1.5, false))
 		}
 		if ec := byName["engram-cpu"]; ec != nil {
-			out = append(out, ratioGoal("local", "engram-cpu: lookup goodput / pack-only (same workers)",
+			add("engram-cpu", ratioGoal("local", "engram-cpu: lookup goodput / pack-only (same workers)",
 				ratio(val(get("engram-cpu", "cpu"), goodput), ec.ceiling(CeilingPack)), 0.9, true))
 		}
 		for _, name := range Groups["engram-remote"] {
@@ -268,7 +352,7 @@ func Goals(passes []PassResult) []Goal {
 			// ratio of the two sides (<= 1).
 			a := val(get(name, "adaptive"), func(l *Line) float64 { return l.P50Ms })
 			rtt, local := er.ceiling(CeilingRTT), er.ceiling(CeilingLocal)
-			out = append(out, ratioGoal(t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
+			add(name, ratioGoal(t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
 				ratio(a-local, 2*rtt+0.2*local), 1, false))
 		}
 		for _, name := range Groups["reshard"] {
@@ -277,52 +361,62 @@ func Goals(passes []PassResult) []Goal {
 			}
 			a := get(name, "adaptive")
 			best := math.Max(val(get(name, "direct"), goodput), val(get(name, "gather"), goodput))
-			out = append(out,
+			add(name,
 				ratioGoal(t, name+": adaptive / better of forced direct and gather", ratio(val(a, goodput), best), 0.95, true),
 				ratioGoal(t, name+": adaptive staging peak / staging budget (never the tensor)",
 					ratio(val(a, func(l *Line) float64 { return float64(l.StagingPeakBytes) }), val(a, func(l *Line) float64 { return float64(l.StagingBoundBytes) })), 1, false))
 		}
 		if byName["structobj-put"] != nil {
 			g := func(m string) float64 { return val(get("structobj-put", m), goodput) }
-			out = append(out,
+			add("structobj-put",
 				ratioGoal(t, "structobj-put: multi-buffer (64) / single-buffer PUT", ratio(g("multi"), g("single")), 0.9, true),
 				ratioGoal(t, "structobj-put: fast path / fallback", ratio(g("multi"), g("fallback")), 1.0, true))
 		}
 		if byName["structobj-get"] != nil {
 			g := func(m string) float64 { return val(get("structobj-get", m), goodput) }
-			out = append(out,
+			add("structobj-get",
 				ratioGoal(t, "structobj-get: fast path / fallback (whole)", ratio(g("whole"), g("fallback")), 1.0, true),
 				ratioGoal(t, "structobj-get: fast path / fallback (selective)", ratio(g("selective"), g("selective-fallback")), 1.0, true))
 		}
 		for i := range p.Workloads {
 			wr := &p.Workloads[i]
 			a := wr.line("adaptive")
-			if a == nil || a.Reps == 0 || wr.Workload.Engram != "" {
+			if a == nil || wr.Workload.Engram != "" {
 				continue
 			}
 			n := wr.Workload.Name
-			out = append(out,
+			add(n,
 				ratioGoal(t, n+": adaptive p95 / p50", ratio(a.P95Ms, a.P50Ms), 1.25, false),
 				ratioGoal(t, n+": adaptive plan / p50", ratio(a.PlanMs, a.P50Ms), 0.05, false),
 				ratioGoal(t, n+": adaptive decode / p50", ratio(a.DecodeMs, a.P50Ms), 0.05, false))
 		}
-		over, leaked, errs := 0, p.Leaked, 0
+		over, leaked, errs, failed := 0, p.Leaked, 0, 0
+		measured := p.Leaked > 0
 		for _, wr := range p.Workloads {
 			for i, l := range wr.Lines {
 				over += wr.OverBound[i]
 				leaked += l.LeakedLeases
 				errs += l.Errors
+				measured = measured || l.Reps > 0 || l.Errors > 0
+			}
+			if wr.Err != nil {
+				failed++
 			}
 		}
 		out = append(out,
-			countGoal(t, "operations whose staging peak exceeded their P x C", over),
-			countGoal(t, "leaked leases (after each repetition and at shutdown)", leaked),
-			countGoal(t, "failed operations", errs))
+			countGoal(t, "operations whose staging peak exceeded their P x C", over, "", measured),
+			countGoal(t, "leaked leases (after each repetition and at shutdown)", leaked, "", measured),
+			// Always measured: what failed, or did not run, is counted
+			// here whatever else ran.
+			countGoal(t, "failed workloads and operations", failed+errs,
+				plural(failed, "workload")+", "+plural(errs, "operation"), true))
 	}
 	return out
 }
 
-// PrintGoals writes the goals block.
+// PrintGoals writes the goals block: per goal the transport, what is
+// compared, the measured value (or what was observed), the target, the
+// verdict and, for n/a, why.
 func PrintGoals(out io.Writer, goals []Goal) {
 	if len(goals) == 0 {
 		return
@@ -330,13 +424,12 @@ func PrintGoals(out io.Writer, goals []Goal) {
 	fmt.Fprintf(out, "\ngoals (ratios measured in this run; the machine is shared and noisy):\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, g := range goals {
-		v := f2(g.Value)
-		if math.IsNaN(g.Value) {
+		v, note := f2(g.Value), ""
+		switch {
+		case g.Verdict == "n/a":
+			v, note = "-", g.Note
+		case math.IsNaN(g.Value):
 			v = g.Note
-		}
-		note := ""
-		if g.Verdict == "n/a" && !math.IsNaN(g.Value) {
-			note = g.Note
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", g.Transport, g.Text, v, g.Target, g.Verdict, note)
 	}

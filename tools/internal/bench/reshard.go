@@ -174,11 +174,20 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 	if staging == 0 {
 		staging = 16 << 20
 	}
-	m, err := mesh.New(mesh.Config{Transport: transport, StagingBytes: staging, Lanes: c.Lanes}, sizes(src), sizes(dst))
+	cal, fb, err := r.serviceCalibration(ctx, meshPackWorkers)
+	if err != nil {
+		return res, err
+	}
+	res.Calibration = fb
+	m, err := mesh.New(mesh.Config{Transport: transport, StagingBytes: staging, Lanes: c.Lanes,
+		PackWorkers: meshPackWorkers, Calibration: cal}, sizes(src), sizes(dst))
 	if err != nil {
 		return res, &OwnerError{Owner: OwnerInproc, Stage: "mesh", Err: err}
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
+	defer func() {
+		res.Calibration = append(res.Calibration, engineFallback("reshard mesh engine", m.Engine())...)
+	}()
 	srcOracle, err := newReshardOracle(c.Seed, src)
 	if err != nil {
 		return res, err
@@ -217,7 +226,7 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 		t0 := time.Now()
 		p, err := reshard.NewPlan(src, dst, reshard.Limits{})
 		if err != nil {
-			return err
+			return s.t.fail(fmt.Errorf("planning: %w", err))
 		}
 		planned := time.Since(t0)
 		plan = p
@@ -261,10 +270,13 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 		}
 		return nil
 	}
+	// failure (wrong bytes, the context ended, a connection gone) stops
+	// the repetitions; the lines still show what was measured.
+	var failure error
 	reps := w.Reps(c)
-	for rep := -c.Warmup; rep < reps; rep++ {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+	for rep := -c.Warmup; rep < reps && failure == nil; rep++ {
+		if failure = ctx.Err(); failure != nil {
+			break
 		}
 		verify := rep == -c.Warmup || rep == reps-1
 		for i := range sides {
@@ -272,7 +284,8 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 			if err := runOnce(s, rep >= 0, verify); err != nil {
 				var ve *VerifyError
 				if errors.As(err, &ve) || fatal(ctx, err) {
-					return res, err
+					failure = err
+					break
 				}
 			}
 		}
@@ -280,14 +293,16 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 			r.step(w.Name)
 		}
 	}
-	if plan == nil {
-		return res, fmt.Errorf("scatterbench: %s: no repetition planned", w.Name)
+	// Without a plan (every NewPlan failed, counted in the lines' errors)
+	// the lines show the workload's description.
+	frags, payload := int64(w.Fragments()), w.Payload()
+	if plan != nil {
+		frags = 0
+		for _, pr := range plan.Pairs {
+			frags += pr.Fragments
+		}
+		payload = uint64(plan.Bytes)
 	}
-	var frags int64
-	for _, pr := range plan.Pairs {
-		frags += pr.Fragments
-	}
-	payload := uint64(plan.Bytes)
 	bound := int64(staging) * int64(len(src.Ranks))
 	for _, s := range sides {
 		p50 := s.t.p(0.5)
@@ -301,12 +316,12 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 			Mode: s.mode.Name, Chosen: chosen, Direction: "read", Fragments: uint64(frags), PayloadBytes: payload,
 			Reps: len(s.t.d), P50Ms: ms(p50), P95Ms: ms(s.t.p(0.95)), GoodputGbps: gbps(payload, p50), WindowGbps: gbps(payload, p50),
 			PlanMs: ms(quantile(s.plan, 0.5) + quantile(s.lower, 0.5)), StagingPeakBytes: s.peak, StagingBoundBytes: bound,
-			Fallbacks: s.fallbacks, Errors: s.t.errors})
+			Fallbacks: s.fallbacks, Errors: s.t.errors, opErr: s.t.first})
 		res.OverBound = append(res.OverBound, s.overBound)
 		if s.t.first != nil && r.stderr != nil {
 			fmt.Fprintf(r.stderr, "scatterbench: %s/%s over %s: %d failed operations, first: %v\n",
 				w.Name, s.mode.Name, transport, s.t.errors, s.t.first)
 		}
 	}
-	return res, nil
+	return res, failure
 }

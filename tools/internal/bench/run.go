@@ -7,9 +7,11 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/tools/internal/netns"
 	"github.com/scatterkit/scatterkit/tools/internal/owner"
@@ -40,6 +42,14 @@ type WorkloadResult struct {
 	Ceilings []CeilingLine
 	// Verified counts verified repetitions (all modes and the control).
 	Verified int
+	// Status is StatusOK, StatusFailed or StatusNotRun; Err, a
+	// *WorkloadError, says why (nil when ok). A failed workload keeps a
+	// line per mode, its goals are n/a and the run's exit status is 1.
+	Status string
+	Err    error
+	// Calibration lists the calibrations behind the figures that fell
+	// back to conservative figures.
+	Calibration []CalibrationFallback
 }
 
 // PassResult is one pass's outcome.
@@ -50,7 +60,8 @@ type PassResult struct {
 	// Leaked counts leases outstanding when the owner and the requester
 	// staging closed.
 	Leaked int
-	// Err is what stopped the pass early, or the owner's failure to close.
+	// Err is the pass's owner's failure to start (its scatter workloads
+	// did not run) or to close; a workload's failure is its own Err.
 	Err error
 	// LoadBefore and LoadAfter are the 1-minute load averages.
 	LoadBefore, LoadAfter float64
@@ -67,40 +78,65 @@ type Runner struct {
 	step func(desc string)
 	// engram is the Engram table of the engram workloads (engram.go).
 	engram *engramEnv
+	// cals are the in-process gather services' calibrations, by pack
+	// workers (calibration.go).
+	cals map[int]costmodel.Calibration
 }
 
-// Run runs every pass. It stops at the first error that makes going on
-// pointless (the context ended, the owner went away, wrong bytes); the
-// results so far are returned with it.
+// Run runs every pass. A workload that fails is recorded with its reason
+// and the run goes on; what makes going on pointless (the context ended;
+// the connection to a pass's owner is gone, for that owner's workloads)
+// records the workloads left as not run. It returns every pass and the
+// failures joined (owners' and workloads', not those not run).
 func (r *Runner) Run(ctx context.Context) ([]PassResult, error) {
 	c := r.cfg
-	var link *netns.Link
-	if c.Owner == OwnerNetns {
-		if err := netns.Available(c.TBF != ""); err != nil {
-			return nil, &OwnerError{Owner: OwnerNetns, Stage: "start", Err: err}
-		}
-		_ = netns.Sweep(ctx, nil)
-		var err error
-		if link, err = netns.Create(ctx, netns.Options{Rate: c.TBF}); err != nil {
-			return nil, &OwnerError{Owner: OwnerNetns, Stage: "start", Err: err}
-		}
-		defer link.Close()
-	}
 	var out []PassResult
-	var errs []error
 	defer func() {
 		if err := r.closeEngram(); err != nil {
 			fmt.Fprintf(r.stderr, "scatterbench: removing the Engram table: %v\n", err)
 		}
 	}()
+	var link *netns.Link
+	var setup error
+	if c.Owner == OwnerNetns {
+		if err := netns.Available(c.TBF != ""); err != nil {
+			setup = &OwnerError{Owner: OwnerNetns, Stage: "start", Err: err}
+		} else {
+			_ = netns.Sweep(ctx, nil)
+			if link, err = netns.Create(ctx, netns.Options{Rate: c.TBF}); err != nil {
+				setup = &OwnerError{Owner: OwnerNetns, Stage: "start", Err: err}
+			} else {
+				defer link.Close()
+			}
+		}
+	}
 	for _, p := range c.Passes {
-		pr := r.runPass(ctx, p, link)
-		out = append(out, pr)
-		if pr.Err != nil {
+		var why error
+		switch {
+		case ctx.Err() != nil:
+			why = fmt.Errorf("interrupted: %w", context.Cause(ctx))
+		case setup != nil:
+			why = setup
+		}
+		if why != nil {
+			pr := PassResult{Transport: p.Transport, Owner: c.Owner, LoadBefore: loadAverage(), Err: setup}
+			for _, w := range p.Workloads {
+				r.notRun(&pr, w, p.Transport, why)
+			}
+			pr.LoadAfter = pr.LoadBefore
+			out = append(out, pr)
+			continue
+		}
+		out = append(out, r.runPass(ctx, p, link))
+	}
+	var errs []error
+	for _, pr := range out {
+		if pr.Err != nil && !slices.ContainsFunc(errs, func(e error) bool { return e == pr.Err }) {
 			errs = append(errs, pr.Err)
-			var ve *VerifyError
-			if ctx.Err() != nil || errors.As(pr.Err, &ve) {
-				break
+		}
+		for _, wr := range pr.Workloads {
+			if wr.Status == StatusFailed {
+				errs = append(errs, wr.Err)
 			}
 		}
 	}
@@ -129,44 +165,39 @@ func (r *Runner) runPass(ctx context.Context, p Pass, link *netns.Link) (pr Pass
 	if len(scatter) > 0 {
 		p.Workloads = scatter
 		r.runScatter(ctx, p, link, &pr)
-		if pr.Err != nil {
-			return pr
-		}
 	} else {
 		pr.Owner = OwnerInproc
 	}
-	for i := range engramW {
-		wr, err := r.runEngram(ctx, p.Transport, &engramW[i])
-		r.record(&pr, wr)
-		if err != nil {
-			pr.Err = err
-			return pr
+	own := func(w Workload, run func(context.Context, string, *Workload) (WorkloadResult, error)) {
+		if ctx.Err() != nil {
+			r.notRun(&pr, w, p.Transport, fmt.Errorf("interrupted: %w", context.Cause(ctx)))
+			return
 		}
+		wr, err := run(ctx, p.Transport, &w)
+		r.record(&pr, p.Transport, wr, err)
 	}
-	for i := range reshardW {
-		wr, err := r.runReshard(ctx, p.Transport, &reshardW[i])
-		r.record(&pr, wr)
-		if err != nil {
-			pr.Err = err
-			return pr
-		}
+	for _, w := range engramW {
+		own(w, r.runEngram)
 	}
-	for i := range structW {
-		wr, err := r.runStructObj(ctx, p.Transport, &structW[i])
-		r.record(&pr, wr)
-		if err != nil {
-			pr.Err = err
-			return pr
-		}
+	for _, w := range reshardW {
+		own(w, r.runReshard)
+	}
+	for _, w := range structW {
+		own(w, r.runStructObj)
 	}
 	return pr
 }
 
-// runScatter runs the scatter workloads of a pass on one owner.
+// runScatter runs the scatter workloads of a pass on one owner. When the
+// owner cannot start, or an operation finds the connection to it gone, the
+// workloads left are recorded as not run.
 func (r *Runner) runScatter(ctx context.Context, p Pass, link *netns.Link, pr *PassResult) {
 	s, err := newSession(ctx, r.cfg, p, link, r.stderr)
 	if err != nil {
 		pr.Err = err
+		for _, w := range p.Workloads {
+			r.notRun(pr, w, p.Transport, fmt.Errorf("the pass's owner did not start: %w", err))
+		}
 		return
 	}
 	pr.Owner = s.own.desc()
@@ -182,18 +213,29 @@ func (r *Runner) runScatter(ctx context.Context, p Pass, link *netns.Link, pr *P
 		}
 		pr.LoadAfter = loadAverage()
 	}()
+	var stop error
 	for i := range p.Workloads {
-		wr, err := s.runWorkload(ctx, &p.Workloads[i], r)
-		r.record(pr, wr)
-		if err != nil {
-			pr.Err = err
-			return
+		w := &p.Workloads[i]
+		if stop == nil && ctx.Err() != nil {
+			stop = fmt.Errorf("interrupted: %w", context.Cause(ctx))
+		}
+		if stop != nil {
+			r.notRun(pr, *w, p.Transport, stop)
+			continue
+		}
+		wr, err := s.runWorkload(ctx, w, r)
+		wr.Calibration = append(wr.Calibration, s.calibration...)
+		r.record(pr, p.Transport, wr, err)
+		if err != nil && fatal(ctx, err) && ctx.Err() == nil {
+			stop = fmt.Errorf("%s lost the connection to the owner: %w", w.Name, err)
 		}
 	}
 }
 
-// record adds a workload's result to its pass and emits its JSON lines.
-func (r *Runner) record(pr *PassResult, wr WorkloadResult) {
+// record settles a workload's result (settle), adds it to its pass and
+// emits its JSON lines.
+func (r *Runner) record(pr *PassResult, transport string, wr WorkloadResult, err error) {
+	r.settle(&wr, transport, err)
 	pr.Workloads = append(pr.Workloads, wr)
 	for _, l := range wr.Lines {
 		r.emitLine(l)

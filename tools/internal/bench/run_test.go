@@ -176,7 +176,9 @@ func TestVerificationCatchesCorruption(t *testing.T) {
 			require.Equal(t, "gather", ve.Mode)
 			require.Equal(t, uint64(at), ve.Offset)
 			require.Equal(t, ve.Want^0x20, ve.Got)
-			require.ErrorIs(t, passes[0].Err, ErrVerify)
+			require.ErrorIs(t, passes[0].Workloads[0].Err, ErrVerify)
+			require.Equal(t, StatusFailed, passes[0].Workloads[0].Status)
+			require.NoError(t, passes[0].Err, "the pass's owner is fine")
 			require.Zero(t, passes[0].Leaked, "the owner still shut down cleanly")
 		})
 	}
@@ -236,7 +238,15 @@ func TestMainRuns(t *testing.T) {
 	b, err := os.ReadFile(jsonPath)
 	require.NoError(t, err)
 	n := strings.Count(string(b), "\n")
-	require.Equal(t, 2*2*(3+3), n, "2 passes x 2 workloads x (3 modes + 3 ceilings)")
+	require.Equal(t, 2*2*(3+3)+1, n, "2 passes x 2 workloads x (3 modes + 3 ceilings), the summary")
+	var sum SummaryLine
+	require.NoError(t, json.Unmarshal([]byte(lastLine(string(b))), &sum))
+	require.Equal(t, "summary", sum.Workload)
+	require.Zero(t, sum.ExitStatus)
+	require.Equal(t, StatusOK, sum.Status)
+	require.Empty(t, sum.FailedWorkloads)
+	require.Equal(t, sum.Text, lastLine(stdout.String()), "the run ends with the summary line")
+	require.Regexp(t, summaryRE, sum.Text)
 	for _, name := range []string{"goodput-tcp.png", "stages-tcp.png", "goodput-shm.png", "stages-shm.png"} {
 		png, err := os.ReadFile(filepath.Join(plotDir, name))
 		require.NoError(t, err)
@@ -323,6 +333,11 @@ func TestStructObjWorkloads(t *testing.T) {
 	require.Len(t, passes[0].Workloads, 2)
 	for _, wr := range passes[0].Workloads {
 		require.Equal(t, len(wr.Lines), wr.Verified, wr.Workload.Name)
+		var modes []string
+		for _, l := range wr.Lines {
+			modes = append(modes, l.Mode)
+		}
+		require.Equal(t, structObjVariants[wr.Workload.StructObj], modes, "the variants a failed run lists are those it runs")
 		for _, l := range wr.Lines {
 			require.Zero(t, l.Errors, "%s/%s", l.Workload, l.Mode)
 			require.Equal(t, 1, l.Reps)

@@ -51,6 +51,9 @@ type session struct {
 	writeStride    uint64        // scratch bytes per caller
 
 	control *planfmt.Plan // the direct control's plan
+	// calibration lists the owner's and the engine's calibrations that
+	// fell back (calibration.go).
+	calibration []CalibrationFallback
 }
 
 func roundUp(n, to uint64) uint64 { return (n + to - 1) / to * to }
@@ -154,9 +157,15 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 	if s.eng, err = verbs.NewEngine(verbs.EngineConfig{Staging: s.staging}); err != nil {
 		return s, fmt.Errorf("scatterbench: engine: %w", err)
 	}
-	if _, err = s.eng.Prepare(ctx, s.conn); err != nil {
+	info, err := s.eng.Prepare(ctx, s.conn)
+	if err != nil {
 		return s, &OwnerError{Owner: c.Owner, Stage: "gather info", Err: err}
 	}
+	// The owner's calibration as its gather capability shows it (the
+	// same over the wire from any process), and the engine's own (WRITE
+	// gather staging, mapped direct copies over shm).
+	s.calibration = append(ownerFallback(fmt.Sprintf("owner (%s) gather service", c.Owner), info),
+		engineFallback("requester engine", s.eng)...)
 	s.control = controlPlan(rand.New(rand.NewPCG(c.Seed, planSalt)), s.table.Len)
 	return s, nil
 }

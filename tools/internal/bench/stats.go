@@ -38,7 +38,29 @@ type Line struct {
 	LeakedLeases      int     `json:"leaked_leases"`
 	Fallbacks         int     `json:"fallbacks"`
 	Errors            int     `json:"errors"`
+	// Status is StatusOK, StatusFailed (the workload failed: Error says
+	// why, and its figures are not goals' inputs) or StatusNotRun.
+	Status string `json:"status"`
+	// Error is why the line's workload failed or did not run: its own
+	// failed operations (the count and the first error), else the
+	// workload's failure.
+	Error string `json:"error,omitempty"`
+	// CalibrationFallback lists the packing calibrations behind this
+	// line that could not finish and used costmodel's conservative
+	// figures ("<who>: <reason>", joined by "; ").
+	CalibrationFallback string `json:"calibration_fallback,omitempty"`
+
+	// opErr is the first failed operation's error (not in the JSON:
+	// Error carries it).
+	opErr error
 }
+
+// Line statuses.
+const (
+	StatusOK     = "ok"
+	StatusFailed = "failed"
+	StatusNotRun = "not run"
+)
 
 // Ceiling names.
 const (
@@ -165,7 +187,7 @@ func (s *series) line(w *Workload, transport, ownerKind string, seed uint64) Lin
 		Chosen: s.chosenName(), Direction: strings.ToLower(w.Dir.String()),
 		Fragments: uint64(w.Fragments()), PayloadBytes: w.Payload(), Reps: len(s.traces),
 		StagingPeakBytes: s.peak, StagingBoundBytes: s.bound, LeakedLeases: s.leaked,
-		Fallbacks: s.fallbacks, Errors: s.errors}
+		Fallbacks: s.fallbacks, Errors: s.errors, opErr: s.firstErr}
 	if len(s.traces) == 0 {
 		return l
 	}

@@ -58,18 +58,46 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 	ownerT, clientT := newT(), newT()
 	defer func() { err = errors.Join(err, clientT.Close(), ownerT.Close()) }()
 	payload := n * size
+	cal, fb, err := r.serviceCalibration(ctx, inprocPackWorkers())
+	if err != nil {
+		return res, err
+	}
+	res.Calibration = fb
 	own, err := structobj.NewOwner(structobj.OwnerConfig{Transport: ownerT, Addr: ownerAddr(transport),
-		ArenaBytes: 8*payload + 16<<20, GatherStagingBytes: 16 << 20})
+		ArenaBytes: 8*payload + 16<<20, GatherStagingBytes: 16 << 20, PackWorkers: inprocPackWorkers(), Calibration: cal})
 	if err != nil {
 		return res, &OwnerError{Owner: OwnerInproc, Stage: "structobj owner", Err: err}
 	}
 	defer func() { err = errors.Join(err, own.Close()) }()
-	pooled, err := structobj.NewClient(structobj.ClientConfig{Transport: clientT, PoolBytes: max(4*payload, 32<<20)})
+	// The clients' engines (what structobj would make: the zero config),
+	// made here so their calibrations can be reported; closed after the
+	// clients.
+	type namedEngine struct {
+		who string
+		e   *verbs.Engine
+	}
+	var engines []namedEngine
+	defer func() {
+		for _, e := range engines {
+			res.Calibration = append(res.Calibration, engineFallback(e.who, e.e)...)
+			err = errors.Join(err, e.e.Close())
+		}
+	}()
+	newClient := func(who string, cc structobj.ClientConfig) (*structobj.Client, error) {
+		e, err := verbs.NewEngine(verbs.EngineConfig{})
+		if err != nil {
+			return nil, err
+		}
+		engines = append(engines, namedEngine{who, e})
+		cc.Engine = e
+		return structobj.NewClient(cc)
+	}
+	pooled, err := newClient("structobj pooled client engine", structobj.ClientConfig{Transport: clientT, PoolBytes: max(4*payload, 32<<20)})
 	if err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, pooled.Close()) }()
-	plain, err := structobj.NewClient(structobj.ClientConfig{Transport: clientT})
+	plain, err := newClient("structobj client engine (no pool)", structobj.ClientConfig{Transport: clientT})
 	if err != nil {
 		return res, err
 	}
@@ -229,10 +257,13 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 	default:
 		return res, &FlagError{Flag: "-workloads", Value: w.Name, Reason: "unknown structobj workload kind"}
 	}
+	// failure (wrong bytes, the context ended, a connection gone) stops
+	// the repetitions; the lines still show what was measured.
+	var failure error
 	reps := w.Reps(c)
-	for rep := -c.Warmup; rep < reps; rep++ {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+	for rep := -c.Warmup; rep < reps && failure == nil; rep++ {
+		if failure = ctx.Err(); failure != nil {
+			break
 		}
 		check := rep == -c.Warmup || rep == reps-1
 		for i := range variants {
@@ -245,14 +276,16 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 			})
 			if err != nil {
 				if fatal(ctx, err) {
-					return res, err
+					failure = err
+					break
 				}
 				continue
 			}
 			v.paths[p]++
 			if check {
 				if err := verify(ctx, v); err != nil {
-					return res, fmt.Errorf("scatterbench: %s/%s: %w", w.Name, v.name, err)
+					failure = fmt.Errorf("scatterbench: %s/%s: %w", w.Name, v.name, err)
+					break
 				}
 				res.Verified++
 			}
@@ -272,14 +305,14 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 		res.Lines = append(res.Lines, Line{Workload: w.Name, Transport: transport, Owner: OwnerInproc, Seed: c.Seed,
 			Mode: v.name, Chosen: chosen, Direction: map[string]string{StructObjPut: "write", StructObjGet: "read"}[w.StructObj],
 			Fragments: uint64(n), PayloadBytes: v.bytes, Reps: len(v.t.d), P50Ms: ms(p50), P95Ms: ms(v.t.p(0.95)),
-			GoodputGbps: gbps(v.bytes, p50), WindowGbps: gbps(v.bytes, p50), Errors: v.t.errors})
+			GoodputGbps: gbps(v.bytes, p50), WindowGbps: gbps(v.bytes, p50), Errors: v.t.errors, opErr: v.t.first})
 		res.OverBound = append(res.OverBound, 0)
 		if v.t.first != nil && r.stderr != nil {
 			fmt.Fprintf(r.stderr, "scatterbench: %s/%s over %s: %d failed operations, first: %v\n",
 				w.Name, v.name, transport, v.t.errors, v.t.first)
 		}
 	}
-	return res, nil
+	return res, failure
 }
 
 // compareBytes returns a *VerifyError at the first byte of got that
