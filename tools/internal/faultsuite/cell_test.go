@@ -91,6 +91,11 @@ type workload struct {
 type column struct {
 	name  string
 	fault func(r *rand.Rand, est [2]int64) faultproxy.Fault
+	// together: the column's cells of every workload run at once (they
+	// mostly wait), after the other cells. They also check that the
+	// owner's staging comes back while the network stays stalled (an
+	// owner must not hold staging forever for a requester that gave up).
+	together bool
 }
 
 func randDir(r *rand.Rand) faultproxy.Dir {
@@ -102,31 +107,31 @@ func randDuration(r *rand.Rand, lo, hi time.Duration) time.Duration {
 }
 
 var columns = []column{
-	{"pass", func(*rand.Rand, [2]int64) faultproxy.Fault { return faultproxy.Fault{} }},
+	{"pass", func(*rand.Rand, [2]int64) faultproxy.Fault { return faultproxy.Fault{} }, false},
 	{"delay", func(r *rand.Rand, _ [2]int64) faultproxy.Fault {
 		return faultproxy.Fault{Kind: faultproxy.Delay, Dir: randDir(r), Delay: randDuration(r, time.Millisecond, 3*time.Millisecond)}
-	}},
+	}, false},
 	{"stall-short", func(r *rand.Rand, _ [2]int64) faultproxy.Fault {
 		return faultproxy.Fault{Kind: faultproxy.Stall, Dir: randDir(r), For: randDuration(r, OpDeadline/10, OpDeadline*3/10)}
-	}},
+	}, false},
 	{"stall-long", func(r *rand.Rand, _ [2]int64) faultproxy.Fault {
 		// Until healed: the trial heals once the operation returned (or
 		// the watchdog does), so the stall outlasts any deadline.
 		return faultproxy.Fault{Kind: faultproxy.Stall, Dir: randDir(r)}
-	}},
+	}, true},
 	{"reset", func(r *rand.Rand, est [2]int64) faultproxy.Fault {
 		return faultproxy.Fault{Kind: faultproxy.Reset, After: 1 + r.Int64N(max(est[0]+est[1]-1, 1))}
-	}},
+	}, false},
 	{"partition", func(r *rand.Rand, _ [2]int64) faultproxy.Fault {
 		return faultproxy.Fault{Kind: faultproxy.Partition, For: randDuration(r, OpDeadline/10, OpDeadline*4/10)}
-	}},
+	}, false},
 	{"corrupt", func(r *rand.Rand, est [2]int64) faultproxy.Fault {
 		d, i := faultproxy.Up, 0
 		if r.IntN(2) == 1 {
 			d, i = faultproxy.Down, 1
 		}
 		return faultproxy.Fault{Kind: faultproxy.Corrupt, Dir: d, After: r.Int64N(max(est[i], 1))}
-	}},
+	}, false},
 }
 
 // hooks tie a trial's operation to its fault and watchdog.
@@ -140,6 +145,17 @@ type hooks struct {
 	onceE    sync.Once
 	began    time.Time
 	took     time.Duration
+	// stalled, when set, runs after the operation returned and before the
+	// proxy heals (stall-long cells); stuck is what it reported.
+	stalled func() string
+	stuck   string
+	note    string // what stalled saw
+}
+
+// ownerStaging is implemented by rigs that can see the owner's staging
+// pool: held reports the leases it holds now ("" for none).
+type ownerStaging interface {
+	held() string
 }
 
 func newHooks(set, heal func(), deadline time.Duration) *hooks {
@@ -159,8 +175,11 @@ func (h *hooks) begin() (context.Context, func()) {
 		cancel()
 		h.onceE.Do(func() {
 			h.took = time.Since(h.began)
-			h.heal()
 			close(h.done)
+			if h.stalled != nil {
+				h.stuck = h.stalled()
+			}
+			h.heal()
 		})
 	}
 }
@@ -177,7 +196,7 @@ type outcome struct {
 type cellResult struct {
 	workload, fault         string
 	trials, ok, failed      int
-	wrong, hang             int
+	wrong, hang, stuck      int
 	reasons                 map[string]int
 	leak, unhealthy, closeE string
 	elapsed                 time.Duration
@@ -192,6 +211,8 @@ func (c *cellResult) add(o outcome) {
 		c.failed++
 	case "wrong":
 		c.wrong++
+	case "leak":
+		c.stuck++
 	default:
 		c.hang++
 	}
@@ -213,6 +234,9 @@ func (c *cellResult) line() string {
 	if c.hang > 0 {
 		s += fmt.Sprintf(", HANG %d", c.hang)
 	}
+	if c.stuck > 0 {
+		s += fmt.Sprintf(", STUCK-STAGING %d", c.stuck)
+	}
 	s += fmt.Sprintf(" (reasons: %s)", strings.Join(rs, ", "))
 	if c.leak != "" {
 		s += "; LEAK: " + c.leak
@@ -232,7 +256,7 @@ func (c *cellResult) short() string {
 	for _, x := range []struct {
 		n int
 		s string
-	}{{c.ok, "ok"}, {c.failed, "f"}, {c.wrong, "WRONG"}, {c.hang, "HANG"}} {
+	}{{c.ok, "ok"}, {c.failed, "f"}, {c.wrong, "WRONG"}, {c.hang, "HANG"}, {c.stuck, "STUCK"}} {
 		if x.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d%s", x.n, x.s))
 		}
@@ -284,6 +308,8 @@ type cell struct {
 	rig    rig
 	proxy  *faultproxy.Proxy
 	dumped bool // the log holds a goroutine excerpt of this cell already
+	// stalledCheck: check the owner's staging while the stall lasts.
+	stalledCheck bool
 }
 
 // trial runs one operation through addr with fault f under the watchdog.
@@ -295,6 +321,19 @@ func (c *cell) trial(r *rand.Rand, label, addr string, f faultproxy.Fault, deadl
 			panic(fmt.Sprintf("faultsuite: fault %v refused: %v", f, err)) // the columns table is broken
 		}
 	}, c.proxy.Heal, deadline)
+	if os, ok := c.rig.(ownerStaging); ok && c.stalledCheck && f.Kind == faultproxy.Stall {
+		h.stalled = func() string {
+			start, first := time.Now(), os.held()
+			err := settleLeases(SettleWait, os.held)
+			if first != "" && err == nil {
+				h.note = fmt.Sprintf("; at return %s, back after %v with the stall still on", first, time.Since(start).Round(time.Millisecond))
+			}
+			if err == nil {
+				return ""
+			}
+			return err.Error()
+		}
+	}
 	var opErr, checkErr error
 	fin := make(chan struct{})
 	go func() {
@@ -357,6 +396,9 @@ func (c *cell) classify(label string, f faultproxy.Fault, h *hooks, opErr, check
 	case h.began.IsZero():
 		o.kind, o.reason = "setup", "setup"
 		t.Errorf("%s: setup failed before the fault was set: %v %v", label, opErr, checkErr)
+	case h.stuck != "":
+		o.kind, o.reason = "leak", "staging held while stalled"
+		t.Errorf("%s: under %v the operation returned (%v) but the owner still holds staging after %v: %s", label, f, opErr, SettleWait, h.stuck)
 	case opErr == nil && checkErr != nil:
 		o.kind, o.reason = "wrong", "bytes"
 		t.Errorf("%s: reported success under %v with wrong bytes: %v", label, f, checkErr)
@@ -375,7 +417,7 @@ func (c *cell) classify(label string, f faultproxy.Fault, h *hooks, opErr, check
 	if opErr != nil {
 		msg += ": " + trim(opErr.Error(), 200)
 	}
-	t.Logf("  %s %v: %s in %v", label, f, msg, o.took.Round(time.Millisecond))
+	t.Logf("  %s %v: %s in %v%s", label, f, msg, o.took.Round(time.Millisecond), h.note)
 	return o
 }
 
@@ -440,7 +482,7 @@ func runCell(t *testing.T, w workload, col column, seed uint64, res *cellResult)
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
 	}
-	c := &cell{t: t, name: w.name + "/" + col.name, rig: rg, proxy: p}
+	c := &cell{t: t, name: w.name + "/" + col.name, rig: rg, proxy: p, stalledCheck: col.together}
 	t.Logf("cell %s: seed %d (rerun with -faultsuite.seed and -run 'TestFaults/%s'), proxy seed %d",
 		c.name, seed, c.name, p.Seed())
 	defer func() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,17 +37,34 @@ func TestFaults(t *testing.T) {
 	}
 	t.Logf("matrix seed %d (rerun with -faultsuite.seed=%d), %d trials per cell, deadline %v, bound %v",
 		seed, seed, trials(), OpDeadline, OpDeadline+Grace)
+	var mu sync.Mutex
 	results := make(map[string]*cellResult)
+	one := func(w workload, col column) {
+		name := w.name + "/" + col.name
+		res := &cellResult{workload: w.name, fault: col.name, reasons: make(map[string]int)}
+		if t.Run(name, func(t *testing.T) { runCell(t, w, col, cellSeed(seed, name), res) }) || res.trials > 0 {
+			mu.Lock()
+			results[name] = res
+			mu.Unlock()
+		}
+	}
 	for _, w := range workloads {
 		for _, col := range columns {
-			name := w.name + "/" + col.name
-			res := &cellResult{workload: w.name, fault: col.name, reasons: make(map[string]int)}
-			if t.Run(name, func(t *testing.T) { runCell(t, w, col, cellSeed(seed, name), res) }) || res.trials > 0 {
-				results[name] = res
+			if !col.together {
+				one(w, col)
 			}
 		}
 	}
-	t.Log("summary (ok, f = failed whole, WRONG = success with wrong bytes, HANG = past the bound;" +
+	for _, col := range columns {
+		if col.together {
+			var wg sync.WaitGroup
+			for _, w := range workloads {
+				wg.Go(func() { one(w, col) })
+			}
+			wg.Wait()
+		}
+	}
+	t.Log("summary (ok, f = failed whole, WRONG = success with wrong bytes, HANG = past the bound, STUCK = owner staging held while the stall lasts;" +
 		" LEAK = staging leases not back, SICK = owner failed the direct health check, CLOSE = owner close failed):\n" +
 		summary(results))
 }

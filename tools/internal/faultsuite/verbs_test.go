@@ -186,6 +186,13 @@ func (g *verbsRig) run(r *rand.Rand, addr string, h *hooks) (opErr, checkErr err
 	return nil, diffBytes(fmt.Sprintf("%v %v destination (ran %v, fallback %v)", g.kind.mode, g.kind.dir, res.Mode, res.Fallback), dst, want)
 }
 
+func (g *verbsRig) held() string {
+	if st := g.ownerStaging.Pool().Stats(); st.Leases > 0 {
+		return fmt.Sprintf("owner staging: %d leases (%d bytes) held", st.Leases, st.InUse)
+	}
+	return ""
+}
+
 func (g *verbsRig) settle(wait time.Duration) error {
 	return settleLeases(wait, func() string {
 		s := ""
