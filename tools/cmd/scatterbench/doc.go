@@ -3,9 +3,15 @@
 // RFC's table (p50, p95, end-to-end and window goodput, stage times, the
 // mode the engine chose, staging peak and bound, fallbacks, errors), the
 // machine's ceilings measured in the same run (direct control, pack-only,
-// control round trip) and the goals as ratios, each ok or MISSED.
-// Every workload's payload is verified byte for byte; wrong bytes fail the
-// run.
+// control round trip) and the goals as ratios, each ok, MISSED or
+// n/a (not measured, with why). Every workload's payload is verified byte
+// for byte. A workload that fails (setup, an operation, wrong bytes) is
+// listed with its reason, its goals are n/a, and the others still run. A
+// packing calibration that cannot finish on a busy machine falls back to
+// conservative figures, and the output says so (CALIBRATION FALLBACK). The
+// output ends with one line:
+//
+//	20 goals ok, 3 missed, 4 not measured
 //
 // With no flags,
 //
@@ -52,15 +58,16 @@
 //	-seed N                seed of the table and the plans (default: from the clock, printed)
 //	-table-bytes N         owner table size (default 1GiB)
 //	-lanes N               tcp lanes per connection (default verbs' 4)
-//	-json PATH             JSON lines, one per workload and mode plus one per ceiling
-//	                       ("-": stdout; the table then goes to stderr)
+//	-json PATH             JSON lines, one per workload and mode plus one per ceiling,
+//	                       then a summary record ("-": stdout; the table then goes to stderr)
 //	-plot DIR              PNG plots: goodput-<transport>.png, stages-<transport>.png
-//	-quiet                 no table and no progress bar
+//	-quiet                 no table and no progress bar (the summary line goes to stderr)
 //
 // A progress bar is drawn on stderr when it is a terminal. The exit status
-// is 0 when every operation succeeded, every payload verified and no
-// staging lease leaked, 1 otherwise, 2 for a usage error; missed goals do
-// not change it.
+// is 0 when every workload ran, every operation succeeded, every payload
+// verified and no staging lease leaked, 1 otherwise (a failed or unrun
+// workload included), 2 for a usage error; missed goals and calibration
+// fallbacks do not change it.
 //
 // "scatterbench owner [scatterd flags]" runs only the owner: the same daemon
 // as scatterd (see its documentation), which the process and netns owners

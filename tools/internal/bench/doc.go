@@ -46,8 +46,38 @@
 // poison pattern; after them every fragment must hold its source bytes
 // (for READ the table's pattern, for WRITE the requester's source, read
 // back from the owner's scratch region) and every byte between fragments
-// the poison. A wrong byte is a *VerifyError and fails the run (exit
+// the poison. A wrong byte is a *VerifyError and fails the workload (exit
 // status 1). After every repetition the owner's staging must hold no lease.
+//
+// # Failures
+//
+// A workload that fails (its setup, an operation, its verification, a mode
+// without a timed repetition, a run without a verified repetition) is
+// never dropped: its WorkloadResult keeps a line per mode (empty where
+// nothing was measured), Status "failed" and Err, a *WorkloadError with
+// the cause; the table lists it under "FAILED workloads" with the reason,
+// its goals are n/a with the reason, and the exit status is 1. The next
+// workloads still run. What makes going on pointless stops more, and the
+// workloads it leaves are recorded with Status "not run" and why: the
+// pass's owner did not start or a lost connection to it (that owner's
+// scatter workloads; the others bring their own owners and run), or an
+// interrupt (everything left). The run's output ends with one line,
+// "N goals ok, M missed, K not measured" (Summary).
+//
+// # Calibration fallbacks
+//
+// A packing calibration that cannot finish (costmodel.CalibrateOrFallback,
+// a busy machine) runs the cost model on costmodel's conservative figures;
+// the run goes on and says so (CalibrationFallback: who, why): the
+// engines scatterbench makes (Engine.Calibration); the in-process gather
+// services (reshard meshes, the structobj owner), which share one
+// calibration per pack-worker count measured here; and the owners whose
+// service scatterbench cannot reach (the owner process or the in-process
+// owner, the Engram server), from their gather capability: the
+// conservative figures, bit for bit as the wire carries them, say the
+// owner fell back, though not why. The table prints a "CALIBRATION
+// FALLBACK" block, every line behind one carries calibration_fallback, and
+// the summary record lists them.
 //
 // # Figures
 //
@@ -73,6 +103,12 @@
 //	leaked_leases       most staging leases (owner and requester) outstanding
 //	                    after a repetition completed
 //	fallbacks, errors   operations that fell back to direct, and that failed
+//	status              "ok", "failed" (the workload failed; its figures are no
+//	                    goal's inputs) or "not run"
+//	error               when not ok: the line's failed operations (count and first
+//	                    error), else the workload's failure
+//	calibration_fallback  when set: the calibrations behind the line that fell back,
+//	                    "<who>: <reason>" joined by "; "
 //
 // Ceilings, one CeilingLine per workload and ceiling ("workload":
 // "ceiling/<name>", "for": the workload), measured in the same repetitions:
@@ -85,6 +121,13 @@
 //	                        loops and pack worker count)
 //	ceiling/rtt             p50_ms of a control call to a no-op handler (owner.MethodPing)
 //
+// The last record is the run's SummaryLine ("workload": "summary"): seed,
+// status ("ok" or "failed"), exit_status, goals_ok, goals_missed,
+// goals_not_measured, failed_operations, failed_workloads ({transport,
+// workload, status, error}), calibration_fallbacks ("<transport> <who>:
+// <reason> [<workloads>]") and text (the summary line). Fields are only
+// ever added; testdata/lines.golden pins them.
+//
 // # Goals
 //
 // Goals evaluates the issue's goals as ratios of figures from the same run
@@ -95,7 +138,9 @@
 // staging bound; for structobj-put the 64-buffer PUT against one buffer
 // and the fast path against the fallback, for structobj-get the fast path
 // against the fallback, whole and selective; p95/p50, plan/p50 and decode/p50 for every adaptive
-// workload; staging within P x C; no leaked lease; no failed operation).
-// A missed goal is reported, never hidden, and does not change the exit
-// status: the development machine is shared and noisy.
+// workload; staging within P x C; no leaked lease; no failed workload or
+// operation). A goal whose inputs were not measured, or come from a
+// workload that failed, is n/a with the reason, never ok. A missed goal is
+// reported, never hidden, and does not change the exit status: the
+// development machine is shared and noisy.
 package bench
