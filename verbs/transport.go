@@ -195,6 +195,9 @@ const (
 	DefaultLanes          = 4    // ConnectOptions.Lanes
 	DefaultPeerQueueDepth = 256  // ListenOptions.QueueDepth
 	DefaultMaxCalls       = 64   // ListenOptions.MaxCalls
+	DefaultMaxSessions    = 1024 // ListenOptions.MaxSessions
+	DefaultMaxCallBytes   = 256 << 20
+	DefaultMaxConnCall    = 64 << 20 // ListenOptions.MaxConnCallBytes
 	MaxQueueDepth         = 1 << 20
 	MaxLanes              = 64
 )
@@ -228,6 +231,21 @@ type ListenOptions struct {
 	// 16 x MaxCalls calls outstanding is closed as a protocol violation.
 	// 0 means DefaultMaxCalls.
 	MaxCalls int
+	// MaxSessions bounds the connections the segment serves at once,
+	// evicted ones not yet fenced included (0: DefaultMaxSessions). A
+	// requester beyond it is refused (its Connect fails with
+	// ErrNotAdmitted) until one ends. MaxLanes bounds the lanes (tcp
+	// connections) of one connection (0: the package's MaxLanes, 64); a
+	// requester asking more is refused.
+	MaxSessions, MaxLanes int
+	// MaxCallBytes bounds the bytes of call requests the segment holds at
+	// once, waiting or running, over all its connections (0:
+	// DefaultMaxCallBytes, 256 MiB), and MaxConnCallBytes those of one
+	// connection (0: DefaultMaxConnCall, 64 MiB). A CALL that would pass
+	// either is answered at once with a [*CallError] (StatusHandler,
+	// "busy") without running its handler, and its request is dropped as
+	// it is read, so no peer makes the owner buffer more than that.
+	MaxCallBytes, MaxConnCallBytes int64
 	// Admit decides which peers are served and what they may do (see
 	// [AdmitFunc]). Nil means the backend's default: shm admits only this
 	// process's effective user ([OwnUIDPolicy]); tcp admits every peer

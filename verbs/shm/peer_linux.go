@@ -9,6 +9,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/listener"
 )
 
 // errPeerEnded is what a Peer reports once its call is over. It is built
@@ -116,18 +117,26 @@ func (s *session) startWorkers(maxCalls int) {
 
 // onCall reads a CALL and hands it to a handler goroutine.
 func (s *session) onCall(h *frame.Header) error {
+	if err := listener.TakeCall(&s.callBytes, &s.seg.callBytes, int64(h.Len)); err != nil {
+		// Over the call-bytes limits: dropped as it is read, answered busy.
+		if err := s.rd.Discard(uint64(h.Len)); err != nil {
+			return err
+		}
+		r, payload := calls.Reply(h.Method, h.ID, nil, err)
+		return s.write(&r, payload)
+	}
 	j := s.jobs.Get(int(h.Len))
 	if err := s.rd.ReadFull(j.Req); err != nil {
-		s.jobs.Put(j)
+		s.putJob(j)
 		return err
 	}
 	if s.ctx.Err() != nil {
-		s.jobs.Put(j) // the session ended: its calls are dropped
+		s.putJob(j) // the session ended: its calls are dropped
 		return nil
 	}
 	hd := s.seg.handler(h.Method)
 	if hd == nil {
-		s.jobs.Put(j)
+		s.putJob(j)
 		return s.write(&frame.Header{Type: frame.TypeReply, Status: verbs.StatusNotSupported, Method: h.Method, ID: h.ID}, nil)
 	}
 	// The reader does not wait for a call slot (pings and further calls
@@ -137,12 +146,21 @@ func (s *session) onCall(h *frame.Header) error {
 	select {
 	case s.admit <- struct{}{}:
 	default:
-		s.jobs.Put(j)
+		s.putJob(j)
 		return s.protocolErr(fmt.Sprintf("more than %d calls outstanding", cap(s.admit)))
 	}
 	j.ID, j.Method, j.Handler = h.ID, h.Method, hd
 	s.workers.Go(j)
 	return nil
+}
+
+// putJob returns a call's job to the pool and its request bytes to the
+// call-bytes limits.
+func (s *session) putJob(j *callJob) {
+	n := int64(len(j.Req))
+	s.jobs.Put(j)
+	s.callBytes.Give(n)
+	s.seg.callBytes.Give(n)
 }
 
 // maxWaitingCalls is how many calls a connection may have outstanding,
@@ -152,7 +170,7 @@ const maxWaitingCalls = 16
 // serveCall runs a handler and sends its REPLY. A shm Peer's work
 // requests complete inside Post, so all of them are done by now.
 func (s *session) serveCall(j *callJob) {
-	defer s.jobs.Put(j)
+	defer s.putJob(j)
 	defer func() { <-s.admit }()
 	select {
 	case s.sem <- struct{}{}:

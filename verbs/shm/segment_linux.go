@@ -3,6 +3,7 @@
 package shm
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -32,8 +33,9 @@ type segment struct {
 	probe *memfd
 	pinfo verbs.RegionInfo
 
-	handlers listener.Handlers
-	sessions *listener.Sessions[*session]
+	handlers  listener.Handlers
+	sessions  *listener.Sessions[*session]
+	callBytes listener.CallBytes // call requests held over all sessions
 }
 
 var _ verbs.Segment = (*segment)(nil)
@@ -56,7 +58,8 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	if err != nil {
 		return nil, fmt.Errorf("shm: listen: %w", err)
 	}
-	sg := &segment{t: t, addr: addr, opts: opts, pins: pins, sessions: listener.NewSessions[*session]()}
+	sg := &segment{t: t, addr: addr, opts: opts, pins: pins, sessions: listener.NewSessions[*session](opts.MaxSessions),
+		callBytes: listener.CallBytes{Limit: opts.MaxCallBytes}}
 	for _, x := range exports {
 		sg.infos = append(sg.infos, x.Region.Info(x.Name))
 	}
@@ -212,11 +215,14 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 	if cred, err := peerCred(nc); err == nil {
 		id.Cred = cred
 	}
+	refuse := func(err error) error {
+		_ = sendMsg(nc, frame.AppendRefusal(nil, err.Error()), nil)
+		return err
+	}
 	granted, err := verbs.Admit(policy, id)
 	if err != nil {
 		closeFDs(fds)
-		_ = sendMsg(nc, frame.AppendRefusal(nil), nil)
-		return err
+		return refuse(err)
 	}
 	infos, sendFDs := sg.granted(granted)
 	m, err := mapRegions(hello.Regions, fds, verbs.RegionInfo{})
@@ -229,9 +235,13 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 	s.sem = make(chan struct{}, sg.opts.MaxCalls)
 	s.admit = make(chan struct{}, maxWaitingCalls*sg.opts.MaxCalls)
 	s.startWorkers(sg.opts.MaxCalls)
+	s.callBytes.Limit = sg.opts.MaxConnCallBytes
 	if err := sg.sessions.Add(s, &s.id); err != nil {
 		m.unmap(verbs.ErrClosed)
 		s.cancel()
+		if errors.Is(err, verbs.ErrNotAdmitted) {
+			return refuse(fmt.Errorf("shm: %s: %w", peer, err))
+		}
 		return err
 	}
 	w := frame.Hello{Lanes: 1, QueueDepth: uint32(sg.opts.QueueDepth), ConnID: s.id, Token: 1,

@@ -51,6 +51,8 @@ type session struct {
 	sem   chan struct{} // owner: bounds running calls
 	admit chan struct{} // owner: bounds outstanding calls
 
+	callBytes listener.CallBytes // owner: bytes of call requests held
+
 	peerState // owner: pooled Peers, call jobs and handler workers
 
 	wg     sync.WaitGroup // the reader goroutine
@@ -344,14 +346,14 @@ func readHandshake(nc *net.UnixConn, want frame.Type, h *frame.Hello) ([]int, er
 		closeFDs(fds)
 		return nil, &verbs.ProtocolError{Stage: "handshake", Reason: fmt.Sprintf("%s instead of %s", hdr.Type, want)}
 	}
-	if frame.Refused(&hdr) {
-		closeFDs(fds)
-		return nil, frame.ErrRefused
-	}
 	body := make([]byte, hdr.Len)
 	if _, err := io.ReadFull(nc, body); err != nil {
 		closeFDs(fds)
 		return nil, err
+	}
+	if frame.Refused(&hdr) {
+		closeFDs(fds)
+		return nil, frame.RefusedErr(body)
 	}
 	if err := frame.DecodeHello(h, body); err != nil {
 		closeFDs(fds)

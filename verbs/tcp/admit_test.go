@@ -84,3 +84,23 @@ func TestAdmit(t *testing.T) {
 	verbstest.RequireOK(t, cs[:1])
 	require.Equal(t, local.Bytes()[:4096], rw.Bytes()[:4096])
 }
+
+// TestMaxLanes: a requester asking more lanes than the segment allows is
+// refused with the reason; one within the limit connects.
+func TestMaxLanes(t *testing.T) {
+	owner := tcp.New(tcp.Config{})
+	defer owner.Close()
+	req := tcp.New(tcp.Config{})
+	defer req.Close()
+	reg, err := owner.Alloc(4096, verbs.AccessRemoteRead)
+	require.NoError(t, err)
+	seg, err := owner.Listen("127.0.0.1:0", []verbs.Export{{Name: "a", Region: reg}}, verbs.ListenOptions{MaxLanes: 2})
+	require.NoError(t, err)
+	defer seg.Close()
+	_, err = req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 3})
+	require.ErrorIs(t, err, verbs.ErrNotAdmitted)
+	require.ErrorContains(t, err, "asks 3 lanes, at most 2")
+	c, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 2})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}

@@ -114,12 +114,12 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 		if h.Type != frame.TypeWelcome {
 			return nil, &verbs.ProtocolError{Stage: "handshake", Reason: "answer to HELLO is " + h.Type.String()}
 		}
-		if frame.Refused(&h) {
-			return nil, frame.ErrRefused
-		}
 		body := make([]byte, h.Len)
 		if err := rd0.ReadFull(body); err != nil {
 			return nil, err
+		}
+		if frame.Refused(&h) {
+			return nil, frame.RefusedErr(body)
 		}
 		w := new(frame.Hello)
 		if err := frame.DecodeHello(w, body); err != nil {

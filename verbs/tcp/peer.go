@@ -7,6 +7,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/listener"
 )
 
 // errPeerEnded is what a Peer reports once its call is over. It is built
@@ -136,14 +137,25 @@ func (l *lane) onCall(h *frame.Header) error {
 	if int(h.Len) > l.rd.Buffered() {
 		l.idle()
 	}
+	if err := listener.TakeCall(&s.callBytes, &s.seg.callBytes, int64(h.Len)); err != nil {
+		// Over the call-bytes limits: dropped as it is read, answered busy.
+		if err := l.rd.Discard(uint64(h.Len)); err != nil {
+			return err
+		}
+		r, payload := calls.Reply(h.Method, h.ID, nil, err)
+		b := l.respond()
+		b.header(&r)
+		b.inline(payload)
+		return nil
+	}
 	j := s.jobs.Get(int(h.Len))
 	if err := l.rd.ReadFull(j.Req); err != nil {
-		s.jobs.Put(j)
+		s.putJob(j)
 		return err
 	}
 	hd := s.seg.handler(h.Method)
 	if hd == nil {
-		s.jobs.Put(j)
+		s.putJob(j)
 		l.respond().header(&frame.Header{Type: frame.TypeReply, Status: verbs.StatusNotSupported, Method: h.Method, ID: h.ID})
 		return nil
 	}
@@ -154,12 +166,21 @@ func (l *lane) onCall(h *frame.Header) error {
 	select {
 	case s.admit <- struct{}{}:
 	default:
-		s.jobs.Put(j)
+		s.putJob(j)
 		return l.protocolErr("frame", fmt.Sprintf("more than %d calls outstanding", cap(s.admit)))
 	}
 	j.Via, j.ID, j.Method, j.Handler = l, h.ID, h.Method, hd
 	s.workers.Go(j)
 	return nil
+}
+
+// putJob returns a call's job to the pool and its request bytes to the
+// call-bytes limits.
+func (s *session) putJob(j *callJob) {
+	n := int64(len(j.Req))
+	s.jobs.Put(j)
+	s.callBytes.Give(n)
+	s.seg.callBytes.Give(n)
 }
 
 // maxWaitingCalls is how many calls a connection may have outstanding,
@@ -169,7 +190,7 @@ const maxWaitingCalls = 16
 // serveCall runs a handler, waits for the work its Peer posted, and sends
 // the REPLY.
 func (s *session) serveCall(j *callJob) {
-	defer s.jobs.Put(j)
+	defer s.putJob(j)
 	defer func() { <-s.admit }()
 	select {
 	case s.sem <- struct{}{}:

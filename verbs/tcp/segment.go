@@ -3,6 +3,7 @@ package tcp
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -27,8 +28,9 @@ type segment struct {
 	infos []verbs.RegionInfo
 	probe verbs.RegionInfo // hidden region for link probes
 
-	handlers listener.Handlers
-	sessions *listener.Sessions[*session]
+	handlers  listener.Handlers
+	sessions  *listener.Sessions[*session]
+	callBytes listener.CallBytes // call requests held over all sessions
 }
 
 var _ verbs.Segment = (*segment)(nil)
@@ -66,7 +68,8 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 		return nil, fmt.Errorf("tcp: listen %s: %w", addr, err)
 	}
 	sg := &segment{t: t, ln: ln, addr: ln.Addr().String(), opts: opts, pins: pins, probe: probeInfo,
-		table: regtab.NewTable(entries), sessions: listener.NewSessions[*session]()}
+		table: regtab.NewTable(entries), sessions: listener.NewSessions[*session](opts.MaxSessions),
+		callBytes: listener.CallBytes{Limit: opts.MaxCallBytes}}
 	sg.infos = sg.table.Infos()
 	if err := t.open.AddSegment(sg); err != nil {
 		_ = ln.Close()
@@ -173,10 +176,16 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	if hello.Lanes == 0 || hello.Lanes > verbs.MaxLanes || hello.ProbeKey != 0 || hello.ConnID != 0 || hello.Token != 0 {
 		return &verbs.ProtocolError{Peer: peer, Stage: "handshake", Reason: fmt.Sprintf("HELLO with %d lanes or owner fields set", hello.Lanes)}
 	}
+	refuse := func(err error) error {
+		_, _ = nc.Write(frame.AppendRefusal(nil, err.Error()))
+		return err
+	}
+	if int(hello.Lanes) > sg.opts.MaxLanes {
+		return refuse(fmt.Errorf("tcp: %s asks %d lanes, at most %d: %w", peer, hello.Lanes, sg.opts.MaxLanes, verbs.ErrNotAdmitted))
+	}
 	granted, err := verbs.Admit(sg.opts.Admit, verbs.PeerIdentity{Transport: "tcp", Addr: peer})
 	if err != nil {
-		_, _ = nc.Write(frame.AppendRefusal(nil))
-		return err
+		return refuse(err)
 	}
 	table, infos := sg.table, sg.infos
 	if granted != verbs.AccessRemoteRead|verbs.AccessRemoteWrite {
@@ -200,8 +209,12 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 		return err
 	}
 	s.token = binary.LittleEndian.Uint64(tok[:]) | 1
+	s.callBytes.Limit = sg.opts.MaxConnCallBytes
 	if err := sg.sessions.Add(s, &s.id); err != nil {
 		s.cancel()
+		if errors.Is(err, verbs.ErrNotAdmitted) {
+			return refuse(fmt.Errorf("tcp: %s: %w", peer, err))
+		}
 		return err
 	}
 

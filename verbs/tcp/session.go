@@ -49,6 +49,8 @@ type session struct {
 	sem   chan struct{} // owner: bounds running calls
 	admit chan struct{} // owner: bounds outstanding calls
 
+	callBytes listener.CallBytes // owner: bytes of call requests held
+
 	peerState // owner: pooled Peers, call jobs and handler workers
 
 	wg     sync.WaitGroup // lane goroutines

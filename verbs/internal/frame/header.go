@@ -151,8 +151,8 @@ func (h *Header) check() error {
 	case TypeHello, TypeWelcome:
 		if h.Type == TypeWelcome && h.Status != verbs.StatusOK {
 			// The owner's admission policy refused the peer.
-			if h.Status != verbs.StatusAccess || h.Len != 0 {
-				return bad("frame", fmt.Sprintf("refusing WELCOME with status %s and a %d-byte body", h.Status, h.Len))
+			if h.Status != verbs.StatusAccess || h.Len > verbs.MaxErrorMessage {
+				return bad("frame", fmt.Sprintf("refusing WELCOME with status %s and a %d-byte reason", h.Status, h.Len))
 			}
 			return nil
 		}

@@ -30,18 +30,23 @@ type Hello struct {
 	Regions    []verbs.RegionInfo
 }
 
-// ErrRefused is what a requester's handshake returns when the owner
-// answered HELLO with a refusing WELCOME (see AppendRefusal).
-var ErrRefused = fmt.Errorf("the owner's admission policy refused this peer: %w", verbs.ErrNotAdmitted)
-
-// AppendRefusal appends the WELCOME that tells a requester the owner's
-// admission policy refused it: status access, no body.
-func AppendRefusal(dst []byte) []byte {
-	return Append(dst, &Header{Type: TypeWelcome, Status: verbs.StatusAccess})
+// AppendRefusal appends the WELCOME that tells a requester the owner
+// refused it (its admission policy, or a limit): status access and the
+// reason as text (cut to verbs.MaxErrorMessage bytes), no hello body.
+func AppendRefusal(dst []byte, reason string) []byte {
+	reason = reason[:min(len(reason), verbs.MaxErrorMessage)]
+	dst = Append(dst, &Header{Type: TypeWelcome, Status: verbs.StatusAccess, Len: uint32(len(reason))})
+	return append(dst, reason...)
 }
 
-// Refused reports whether h, a decoded WELCOME header, is a refusal.
+// Refused reports whether h, a decoded WELCOME header, is a refusal; its
+// body is the reason.
 func Refused(h *Header) bool { return h.Type == TypeWelcome && h.Status == verbs.StatusAccess }
+
+// RefusedErr is the requester's error for a refusal whose body is reason.
+func RefusedErr(reason []byte) error {
+	return fmt.Errorf("the owner refused this peer: %s: %w", reason, verbs.ErrNotAdmitted)
+}
 
 // HelloSize returns the encoded size of h.
 func HelloSize(h *Hello) int {

@@ -41,11 +41,14 @@ func TestCheckOptions(t *testing.T) {
 		want    verbs.ListenOptions
 		err     error
 	}{
-		{"defaults", one, verbs.ListenOptions{},
-			verbs.ListenOptions{QueueDepth: verbs.DefaultPeerQueueDepth, MaxCalls: verbs.DefaultMaxCalls}, nil},
-		{"kept", one, verbs.ListenOptions{QueueDepth: 7, MaxCalls: 3}, verbs.ListenOptions{QueueDepth: 7, MaxCalls: 3}, nil},
+		{"defaults", one, verbs.ListenOptions{}, withLimits(verbs.ListenOptions{QueueDepth: verbs.DefaultPeerQueueDepth, MaxCalls: verbs.DefaultMaxCalls}), nil},
+		{"kept", one, verbs.ListenOptions{QueueDepth: 7, MaxCalls: 3, MaxSessions: 2, MaxLanes: 1, MaxCallBytes: 5, MaxConnCallBytes: 4},
+			verbs.ListenOptions{QueueDepth: 7, MaxCalls: 3, MaxSessions: 2, MaxLanes: 1, MaxCallBytes: 5, MaxConnCallBytes: 4}, nil},
 		{"max-depth", nil, verbs.ListenOptions{QueueDepth: verbs.MaxQueueDepth, MaxCalls: 1},
-			verbs.ListenOptions{QueueDepth: verbs.MaxQueueDepth, MaxCalls: 1}, nil},
+			withLimits(verbs.ListenOptions{QueueDepth: verbs.MaxQueueDepth, MaxCalls: 1}), nil},
+		{"negative-sessions", one, verbs.ListenOptions{MaxSessions: -1}, verbs.ListenOptions{}, verbs.ErrInvalid},
+		{"too-many-lanes", one, verbs.ListenOptions{MaxLanes: verbs.MaxLanes + 1}, verbs.ListenOptions{}, verbs.ErrInvalid},
+		{"negative-call-bytes", one, verbs.ListenOptions{MaxConnCallBytes: -1}, verbs.ListenOptions{}, verbs.ErrInvalid},
 		{"negative-depth", one, verbs.ListenOptions{QueueDepth: -1}, verbs.ListenOptions{}, verbs.ErrInvalid},
 		{"huge-depth", one, verbs.ListenOptions{QueueDepth: verbs.MaxQueueDepth + 1}, verbs.ListenOptions{}, verbs.ErrInvalid},
 		{"negative-calls", one, verbs.ListenOptions{MaxCalls: -1}, verbs.ListenOptions{}, verbs.ErrInvalid},
@@ -62,6 +65,13 @@ func TestCheckOptions(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// withLimits sets the default session and call limits.
+func withLimits(o verbs.ListenOptions) verbs.ListenOptions {
+	o.MaxSessions, o.MaxLanes = verbs.DefaultMaxSessions, verbs.MaxLanes
+	o.MaxCallBytes, o.MaxConnCallBytes = verbs.DefaultMaxCallBytes, verbs.DefaultMaxConnCall
+	return o
 }
 
 type method uint16
@@ -120,7 +130,7 @@ type sess struct {
 }
 
 func TestSessions(t *testing.T) {
-	ss := NewSessions[*sess]()
+	ss := NewSessions[*sess](1024)
 	a, b := &sess{}, &sess{}
 	require.NoError(t, ss.Add(a, &a.id))
 	require.NoError(t, ss.Add(b, &b.id))
@@ -152,7 +162,7 @@ func TestSessions(t *testing.T) {
 }
 
 func TestSessionsIDsDiffer(t *testing.T) {
-	x, y := NewSessions[*sess](), NewSessions[*sess]()
+	x, y := NewSessions[*sess](1024), NewSessions[*sess](1024)
 	a, b := &sess{}, &sess{}
 	require.NoError(t, x.Add(a, &a.id))
 	require.NoError(t, y.Add(b, &b.id))
@@ -178,7 +188,7 @@ func TestSessionsCloseError(t *testing.T) {
 		{"failed", boom, boom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ss := NewSessions[*sess]()
+			ss := NewSessions[*sess](1024)
 			first, err := ss.Close(&closer{err: tc.err}, func(*sess) {})
 			require.True(t, first)
 			if tc.want == nil {
@@ -196,7 +206,7 @@ func TestSessionsCloseError(t *testing.T) {
 func TestServe(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ss := NewSessions[*sess]()
+	ss := NewSessions[*sess](1024)
 	reports := make(chan error, 8)
 	release := make(chan struct{})
 	var held atomic.Bool

@@ -20,26 +20,32 @@ type Sessions[S any] struct {
 	mu     sync.Mutex
 	closed bool
 	m      map[uint64]S
+	max    int
 	nextID uint64
 	wg     sync.WaitGroup // accept loop and handshakes
 }
 
-// NewSessions returns an empty set whose connection ids start at a random
-// point, so ids of different segments (and restarts) rarely meet.
-func NewSessions[S any]() *Sessions[S] {
+// NewSessions returns an empty set of at most max sessions whose
+// connection ids start at a random point, so ids of different segments
+// (and restarts) rarely meet.
+func NewSessions[S any](max int) *Sessions[S] {
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
-	return &Sessions[S]{m: make(map[uint64]S), nextID: binary.LittleEndian.Uint64(seed[:]) >> 1}
+	return &Sessions[S]{m: make(map[uint64]S), max: max, nextID: binary.LittleEndian.Uint64(seed[:]) >> 1}
 }
 
 // Add adds s under a fresh connection id, which it stores in *id while
 // the set is locked (so Close, which ends the sessions it finds, sees the
-// id). It fails with verbs.ErrClosed once Close has begun.
+// id). It fails with verbs.ErrClosed once Close has begun, and with an
+// error wrapping verbs.ErrNotAdmitted when the set is full.
 func (ss *Sessions[S]) Add(s S, id *uint64) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.closed {
 		return verbs.ErrClosed
+	}
+	if len(ss.m) >= ss.max {
+		return fmt.Errorf("%d connections served, at most %d: %w", len(ss.m), ss.max, verbs.ErrNotAdmitted)
 	}
 	ss.nextID++
 	*id = ss.nextID

@@ -35,6 +35,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("CallsBeyondMaxCalls", func(t *testing.T) { testCallsBeyondMaxCalls(t, b) })
 	t.Run("OwnerGone", func(t *testing.T) { testOwnerGone(t, b) })
 	t.Run("Evict", func(t *testing.T) { testEvict(t, b) })
+	t.Run("Limits", func(t *testing.T) { testLimits(t, b) })
 	t.Run("CloseOutstanding", func(t *testing.T) { testCloseOutstanding(t, b) })
 	t.Run("LinkParams", func(t *testing.T) { testLinkParams(t, b) })
 	t.Run("Deregister", func(t *testing.T) { testDeregister(t, b) })
@@ -772,6 +773,74 @@ func testEvict(t *testing.T, b Backend) {
 	require.NoError(t, err)
 	require.NotZero(t, connID(c2))
 	require.NoError(t, c2.Close())
+}
+
+// testLimits: a segment serves at most MaxSessions connections (the next
+// is refused with the reason, and admitted again once one ends); a call
+// that would pass MaxConnCallBytes of one connection or MaxCallBytes of
+// the segment is answered busy at once without running its handler, and
+// calls work again once the held ones finish.
+func testLimits(t *testing.T, b Backend) {
+	r := NewRand(t)
+	hold := make(chan struct{})
+	running := make(chan struct{}, 8)
+	const methodHold = 0x7e03
+	handlers := map[uint16]verbs.Handler{methodHold: verbs.HandlerFunc(func(ctx context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
+		running <- struct{}{}
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return append(resp, byte(len(req))), nil
+	})}
+	p, _ := b.NewPair(t, r, PairConfig{Exports: []RegionSpec{{"a", 4096, ro}}, Handlers: handlers,
+		Listen: verbs.ListenOptions{MaxSessions: 2, MaxConnCallBytes: 64 << 10, MaxCallBytes: 96 << 10}})
+	second, err := p.Req.Connect(Context(t), p.Seg.Addr(), verbs.ConnectOptions{})
+	require.NoError(t, err)
+	_, err = p.Req.Connect(Context(t), p.Seg.Addr(), verbs.ConnectOptions{})
+	require.ErrorIs(t, err, verbs.ErrNotAdmitted)
+	require.ErrorContains(t, err, "at most 2")
+
+	// Calls: 40 KiB held on the first connection; another 40 KiB there
+	// passes its 64 KiB; 40 KiB on the second passes neither its own 64
+	// KiB nor, with 40 held, the segment's 96 KiB; 60 more would.
+	req := make([]byte, 40<<10)
+	done := make(chan error, 2)
+	go func() { _, err := p.Conn.Call(Context(t), methodHold, req, nil); done <- err }()
+	<-running
+	requireBusy := func(c verbs.Conn, n int, which string) {
+		t.Helper()
+		_, err := c.Call(Context(t), methodHold, make([]byte, n), nil)
+		var ce *verbs.CallError
+		require.ErrorAs(t, err, &ce, "a call past the %s limit", which)
+		require.Equal(t, verbs.StatusHandler, ce.Status)
+		require.Contains(t, ce.Message, "busy")
+		require.Contains(t, ce.Message, which)
+	}
+	requireBusy(p.Conn, 40<<10, "connection")
+	requireBusy(second, 60<<10, "segment")
+	go func() { _, err := second.Call(Context(t), methodHold, req, nil); done <- err }()
+	<-running
+	close(hold)
+	require.NoError(t, <-done)
+	require.NoError(t, <-done)
+	resp, err := p.Conn.Call(Context(t), methodHold, make([]byte, 60<<10), nil)
+	require.NoError(t, err, "calls work again once the held ones ended")
+	require.Equal(t, []byte{0}, resp) // 60 KiB: the length's low byte
+
+	// Sessions: once one ends, a new connection is admitted.
+	require.NoError(t, second.Close())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := p.Req.Connect(Context(t), p.Seg.Addr(), verbs.ConnectOptions{})
+		if err == nil {
+			require.NoError(t, c.Close())
+			break
+		}
+		require.ErrorIs(t, err, verbs.ErrNotAdmitted)
+		require.True(t, time.Now().Before(deadline), "no room 10 s after a connection closed")
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // drainN waits for n completions of q.
