@@ -283,6 +283,12 @@ func reason(err error) string {
 		return "protocol"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "reset"
+	case errors.Is(err, verbs.ErrBadKey):
+		return "bad-key"
+	case errors.Is(err, verbs.ErrBounds):
+		return "bounds"
+	case errors.Is(err, verbs.ErrAccess):
+		return "access"
 	case errors.Is(err, verbs.ErrGatherAborted):
 		return "gather-aborted"
 	case errors.Is(err, verbs.ErrClosed), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
