@@ -148,6 +148,28 @@ func AppendCommand(dst []byte, c *Command) ([]byte, error) {
 	return out, nil
 }
 
+// CommandShape is what a command message's header declares, read by
+// Limits.PeekCommand without decoding the message.
+type CommandShape struct {
+	Form        Form
+	Fragments   int // ids or ranges of the plan, skipped ones included
+	Completions int // completion spans
+}
+
+// PeekCommand reads the shape a command message declares, checking its
+// magic, version, length, flags, form and counts against l but not its
+// checksum or body: enough to price a command before paying for its
+// decode. DecodeCommand checks everything; a message whose header lies
+// fails there.
+func (l Limits) PeekCommand(b []byte) (CommandShape, error) {
+	lim := l.withDefaults()
+	h, err := readHeader(b, commandMagic, &lim, false)
+	if err != nil {
+		return CommandShape{}, err
+	}
+	return CommandShape{Form: h.form, Fragments: h.n, Completions: h.g}, nil
+}
+
 // DecodeCommand decodes a command message into dst under DefaultLimits. See
 // Limits.DecodeCommand.
 func DecodeCommand(dst *Command, b []byte) error {

@@ -3,6 +3,7 @@ package planfmt
 import (
 	"math"
 	"math/bits"
+	"unsafe"
 )
 
 // Geometry summarises a normalized plan for the cost model.
@@ -71,6 +72,14 @@ type Span struct {
 // the packed stream (payload bytes in plan order) at offset Stream.
 type Run struct {
 	Dst, Len, Stream uint64
+}
+
+// Footprint returns the bytes of storage n keeps for reuse (completion
+// spans, coalesced spans, runs and the overlap check's sort buffers, at
+// their capacity).
+func (n *Normalized) Footprint() int64 {
+	return int64(cap(n.comps))*int64(unsafe.Sizeof(Completion{})) + int64(cap(n.spans))*int64(unsafe.Sizeof(Span{})) +
+		int64(cap(n.runs))*int64(unsafe.Sizeof(Run{})) + int64(cap(n.sortA)+cap(n.sortB))*int64(unsafe.Sizeof(dstSpan{}))
 }
 
 // Geometry returns the summary computed by the last successful Normalize.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"unsafe"
 )
 
 // Form says which lowering a Plan holds.
@@ -124,6 +125,14 @@ type Plan struct {
 	ownIDs32  []int32
 	ownIDs64  []int64
 	ownEnds   []uint32
+}
+
+// Footprint returns the bytes of decode storage the plan keeps for reuse
+// (its own ranges, ids and completion ends, at their capacity); a plan
+// whose slices are the caller's keeps none.
+func (p *Plan) Footprint() int64 {
+	return int64(cap(p.ownRanges))*int64(unsafe.Sizeof(Range{})) + int64(cap(p.ownIDs32))*4 +
+		int64(cap(p.ownIDs64))*8 + int64(cap(p.ownEnds))*4
 }
 
 // Fragments returns the number of fragments of the plan's form, skipped ones

@@ -95,7 +95,11 @@ func TestCommandRoundTrip(t *testing.T) {
 		size, err := EncodedCommandSize(c)
 		require.NoError(t, err)
 		require.Len(t, b, size)
+		shape, err := DefaultLimits.PeekCommand(b)
+		require.NoError(t, err)
+		require.Equal(t, CommandShape{Form: c.Plan.Form, Fragments: c.Plan.Fragments(), Completions: len(c.Plan.CompletionEnds)}, shape)
 		require.NoError(t, DecodeCommand(&dec, b), "command %d", i)
+		require.GreaterOrEqual(t, dec.Plan.Footprint(), int64(4*shape.Fragments), "the decoded plan keeps its ids or ranges")
 		if diff := cmp.Diff(viewOf(&c.Plan), viewOf(&dec.Plan)); diff != "" {
 			t.Fatalf("command %d plan (-sent +decoded):\n%s", i, diff)
 		}
@@ -109,6 +113,36 @@ func TestCommandRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, b, over, "command %d: stale bytes leaked into the message", i)
 	}
+}
+
+// TestPeekCommandRejects: PeekCommand refuses what the header alone shows
+// wrong (magic, version, length, counts over the limits), and does not
+// check the checksum (DecodeCommand does).
+func TestPeekCommandRejects(t *testing.T) {
+	rng := newRand(t)
+	b, err := AppendCommand(nil, randCommand(rng, randPlan(rng)))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		lim  Limits
+		edit func([]byte) []byte
+		want error
+	}{
+		{"magic", DefaultLimits, func(b []byte) []byte { b[0] ^= 1; return b }, ErrCorrupt},
+		{"version", DefaultLimits, func(b []byte) []byte { b[offVersion]++; return b }, ErrVersion},
+		{"truncated", DefaultLimits, func(b []byte) []byte { return b[:len(b)-1] }, ErrTruncated},
+		{"fragments", Limits{MaxFragments: 1}, func(b []byte) []byte { le.PutUint32(b[offFragments:], 2); return b }, ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.lim.PeekCommand(tc.edit(bytes.Clone(b)))
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
+	c := bytes.Clone(b)
+	c[len(c)-1] ^= 0xff
+	_, err = DefaultLimits.PeekCommand(c)
+	require.NoError(t, err, "peek reads the header only")
+	require.ErrorIs(t, DecodeCommand(new(Command), c), ErrChecksum)
 }
 
 // TestIDWidthsRoundTrip covers every id width at the edges of its table sizes,

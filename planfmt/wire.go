@@ -117,6 +117,11 @@ func checksum(msg []byte) uint32 {
 // parseHeader checks everything the common header alone can tell: size,
 // magic, version, length, checksum, flags, form and counts against limits.
 func parseHeader(b []byte, magic [4]byte, lim *Limits) (header, error) {
+	return readHeader(b, magic, lim, true)
+}
+
+// readHeader is parseHeader, with the checksum checked only if crc is set.
+func readHeader(b []byte, magic [4]byte, lim *Limits, crc bool) (header, error) {
 	var h header
 	if len(b) > lim.MaxMessageBytes {
 		return h, decodeErr(0, "length", ErrTooLarge)
@@ -142,7 +147,7 @@ func parseHeader(b []byte, magic [4]byte, lim *Limits) (header, error) {
 	case int(length) < len(b):
 		return h, decodeErr(int(length), "length", ErrCorrupt)
 	}
-	if binary.LittleEndian.Uint32(b[offCRC:]) != checksum(b) {
+	if crc && binary.LittleEndian.Uint32(b[offCRC:]) != checksum(b) {
 		return h, decodeErr(offCRC, "crc32c", ErrChecksum)
 	}
 	if binary.LittleEndian.Uint16(b[offFlags:]) != 0 {

@@ -231,6 +231,22 @@
 // large chunks; ranges with one copy per span piece. Each slot is released
 // once its requests have completed, including after a failure.
 //
+// Budgets: before a command is decoded, the service reads the shape its
+// header declares (planfmt.Limits.PeekCommand) and charges an upper bound
+// of what it will take (every fragment counted, empty ones too) against
+// MemoryBudget, with at most MaxCommands running at once over all
+// connections; a command that finds no room within AcquireTimeout fails
+// with GatherExhausted (the requester falls back to direct), one larger
+// than the whole budget is refused. Finished commands' storage is kept for
+// reuse only within small bounds. A command that makes no progress for
+// ProgressTimeout (a requester that stopped acknowledging the owner's
+// WRITEs, a partition) has its connection evicted ([Segment.Evict]): the
+// command fails and its staging is released once the connection is
+// fenced. Together with the transports' caps (ListenOptions: sessions,
+// lanes, calls and call bytes per connection and per segment), what peers
+// can make an owner hold is bounded by its configuration, and nothing a
+// peer does holds staging, or a handler, past ProgressTimeout.
+//
 // # Format
 //
 // The gather methods' messages are little-endian, unaligned, version 2

@@ -8,7 +8,9 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/scatterkit/scatterkit/bufferpool/pack"
 	"github.com/scatterkit/scatterkit/costmodel"
@@ -54,6 +56,26 @@ type ServiceConfig struct {
 	// Limits bound what a command may carry (planfmt's defaults for zero
 	// fields).
 	Limits planfmt.Limits
+	// MaxCommands bounds the commands running at once over all
+	// connections (default DefaultMaxCommands, 64), and MemoryBudget the
+	// memory, in bytes, their decoded plans may take together (default
+	// DefaultMemoryBudget, 512 MiB). Each command is charged an upper
+	// bound of its decoded size from its header before it is decoded
+	// (the request, its plan, normalization, runs and requests; every
+	// fragment counts, empty ones too). A command that finds no room
+	// within AcquireTimeout fails with GatherExhausted (the requester falls
+	// back to direct); one that would cost more than the whole budget is
+	// refused. So, however many peers send commands, what they hold of the
+	// owner stays within the budget plus the staging pool.
+	MaxCommands  int
+	MemoryBudget int64
+	// ProgressTimeout bounds how long a running command may go without
+	// progress (no chunk packed, no work request completed; default
+	// DefaultProgressTimeout, 2 s). A stalled command's connection is
+	// evicted (Segment.Evict): the command and every other call on that
+	// connection fail, and its staging is released once the connection is
+	// fenced, so a requester that stops acknowledging holds nothing.
+	ProgressTimeout time.Duration
 	// Calibration is the owner's packing calibration, reported to
 	// requesters. Nil runs costmodel.CalibrateOrFallback
 	// (CalibrationBudget, default 50 ms, with PackWorkers workers) in
@@ -80,6 +102,14 @@ type GatherService struct {
 	closed  bool
 	running sync.WaitGroup
 	free    []*cmdState
+	// freeBytes is the storage the free states keep (keepPoolBytes at most)
+	freeBytes int64
+	active    map[*cmdState]struct{} // commands transferring, for the watchdog
+	epoch     time.Time              // progress stamps count from here
+	stop      chan struct{}          // closed by Close: the watchdog ends
+	watched   sync.WaitGroup         // the watchdog
+
+	admit admission
 
 	stats     serviceCounters
 	inlineMax int64 // ServiceConfig.InlineMax resolved (-1: never)
@@ -89,6 +119,7 @@ type serviceCounters struct {
 	infos, reads, writes        paddedCounter
 	inline                      paddedCounter
 	refused, exhausted, aborted paddedCounter
+	stalled                     paddedCounter
 	bytes, chunks               paddedCounter
 }
 
@@ -101,6 +132,13 @@ type ServiceStats struct {
 	Reads, Writes, Inline uint64
 	// Refused, Exhausted and Aborted count failed commands by code.
 	Refused, Exhausted, Aborted uint64
+	// Stalled counts commands whose connection was evicted for making no
+	// progress within ProgressTimeout (they are counted Aborted too).
+	Stalled uint64
+	// Running and Charged are the commands running now and the bytes of
+	// MemoryBudget charged to them.
+	Running int
+	Charged int64
 	// Bytes and Chunks are the payload and chunks of completed commands.
 	Bytes, Chunks uint64
 }
@@ -142,6 +180,15 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 	if cfg.InlineMax == 0 {
 		cfg.InlineMax = DefaultInlineMax
 	}
+	if cfg.MaxCommands == 0 {
+		cfg.MaxCommands = DefaultMaxCommands
+	}
+	if cfg.MemoryBudget == 0 {
+		cfg.MemoryBudget = DefaultMemoryBudget
+	}
+	if cfg.ProgressTimeout == 0 {
+		cfg.ProgressTimeout = DefaultProgressTimeout
+	}
 	lim := cfg.Limits
 	switch {
 	case cfg.AcquireTimeout < 0:
@@ -156,9 +203,17 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 		return nil, bad("PackWorkers", fmt.Sprint(cfg.PackWorkers))
 	case lim.MaxChunkBytes != 0 && uint64(cfg.MaxChunk) > lim.MaxChunkBytes:
 		return nil, bad("MaxChunk", "above Limits.MaxChunkBytes")
+	case cfg.MaxCommands < 1:
+		return nil, bad("MaxCommands", fmt.Sprint(cfg.MaxCommands))
+	case cfg.MemoryBudget < 1<<20:
+		return nil, bad("MemoryBudget", fmt.Sprintf("%d: at least 1 MiB", cfg.MemoryBudget))
+	case cfg.ProgressTimeout < time.Millisecond:
+		return nil, bad("ProgressTimeout", cfg.ProgressTimeout.String()+": at least 1 ms")
 	}
 	s := &GatherService{cfg: cfg, seg: cfg.Segment, exports: make(map[Key]*Region, len(cfg.Exports)),
-		inlineMax: min(cfg.InlineMax, MaxInlineReply)}
+		inlineMax: min(cfg.InlineMax, MaxInlineReply), active: make(map[*cmdState]struct{}),
+		epoch: time.Now(), stop: make(chan struct{}),
+		admit: admission{maxCmds: cfg.MaxCommands, budget: cfg.MemoryBudget}}
 	served := cfg.Segment.Regions()
 	for i, x := range cfg.Exports {
 		if x.Region == nil {
@@ -192,6 +247,8 @@ func NewGatherService(cfg ServiceConfig) (*GatherService, error) {
 	if cfg.PackWorkers > 1 {
 		s.workers = pack.NewWorkers(cfg.PackWorkers)
 	}
+	s.watched.Add(1)
+	go s.watchdog()
 	cfg.Segment.Handle(MethodGatherInfo, HandlerFunc(s.serveInfo))
 	cfg.Segment.Handle(MethodGather, HandlerFunc(s.serveGather))
 	return s, nil
@@ -209,14 +266,17 @@ func (s *GatherService) Info() OwnerInfo { return s.info }
 // Stats returns the service's counters.
 func (s *GatherService) Stats() ServiceStats {
 	c := &s.stats
+	running, charged := s.admit.usage()
 	return ServiceStats{Infos: c.infos.Load(), Reads: c.reads.Load(), Writes: c.writes.Load(), Inline: c.inline.Load(),
-		Refused: c.refused.Load(), Exhausted: c.exhausted.Load(), Aborted: c.aborted.Load(),
-		Bytes: c.bytes.Load(), Chunks: c.chunks.Load()}
+		Refused: c.refused.Load(), Exhausted: c.exhausted.Load(), Aborted: c.aborted.Load(), Stalled: c.stalled.Load(),
+		Bytes: c.bytes.Load(), Chunks: c.chunks.Load(), Running: running, Charged: charged}
 }
 
 // Close removes the handlers, waits for running commands and stops the
-// pack workers. It does not close the segment or the staging. It is
-// idempotent.
+// pack workers. A command that makes no progress is evicted within
+// ProgressTimeout as always, so Close returns within about that, whatever
+// the peers do (close the segment first to end every command at once).
+// It does not close the segment or the staging. It is idempotent.
 func (s *GatherService) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -228,9 +288,11 @@ func (s *GatherService) Close() error {
 	s.seg.Handle(MethodGatherInfo, nil)
 	s.seg.Handle(MethodGather, nil)
 	s.running.Wait()
+	close(s.stop)
+	s.watched.Wait()
 	s.workers.Close()
 	s.mu.Lock()
-	s.free = nil
+	s.free, s.freeBytes = nil, 0
 	s.mu.Unlock()
 	return nil
 }
@@ -263,6 +325,11 @@ func (s *GatherService) serveInfo(_ context.Context, p Peer, req, resp []byte) (
 
 // cmdState is the reused storage of one running command.
 type cmdState struct {
+	conn     uint64       // the connection it runs for (watchdog)
+	progress atomic.Int64 // last progress, ns since the service's epoch
+	evicted  bool         // the watchdog evicted conn (under the service's mu)
+	kept     int64        // footprint when it was put in the free list
+
 	cmd   planfmt.Command
 	norm  planfmt.Normalized
 	runs  []planfmt.Run
@@ -277,7 +344,9 @@ func (s *GatherService) getState() *cmdState {
 	s.mu.Lock()
 	if n := len(s.free); n > 0 {
 		st := s.free[n-1]
+		s.free[n-1] = nil
 		s.free = s.free[:n-1]
+		s.freeBytes -= st.kept
 		s.mu.Unlock()
 		return st
 	}
@@ -285,13 +354,79 @@ func (s *GatherService) getState() *cmdState {
 	return &cmdState{comps: make([]Completion, 256)}
 }
 
+// putState keeps st for a later command, unless it holds more than
+// keepStateBytes of storage (a huge command's buffers are left to the
+// GC, so they do not stay resident) or enough states are kept.
 func (s *GatherService) putState(st *cmdState) {
 	st.cmd.Plan.Ranges = st.cmd.Plan.Ranges[:0]
+	fp := st.footprint()
+	if fp > keepStateBytes {
+		return
+	}
 	s.mu.Lock()
-	if !s.closed && len(s.free) < 64 {
+	if !s.closed && len(s.free) < min(64, s.cfg.MaxCommands) && s.freeBytes+fp <= keepPoolBytes {
+		st.kept = fp
+		s.freeBytes += fp
 		s.free = append(s.free, st)
 	}
 	s.mu.Unlock()
+}
+
+// footprint is the storage st keeps, in bytes.
+func (st *cmdState) footprint() int64 {
+	return st.cmd.Plan.Footprint() + st.norm.Footprint() + int64(cap(st.runs))*int64(unsafe.Sizeof(planfmt.Run{})) +
+		int64(cap(st.wrs))*int64(unsafe.Sizeof(WorkRequest{})) + int64(cap(st.comps))*int64(unsafe.Sizeof(Completion{})) +
+		int64(cap(st.slots))*int64(unsafe.Sizeof(slot{})) + int64(cap(st.order))*8
+}
+
+// watch registers st, transferring for p's connection, with the
+// watchdog; unwatch takes it off.
+func (s *GatherService) watch(st *cmdState, p Peer) {
+	st.conn = p.ConnID()
+	st.touch(s)
+	s.mu.Lock()
+	st.evicted = false
+	s.active[st] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *GatherService) unwatch(st *cmdState) {
+	s.mu.Lock()
+	delete(s.active, st)
+	s.mu.Unlock()
+}
+
+// touch records progress.
+func (st *cmdState) touch(s *GatherService) { st.progress.Store(int64(time.Since(s.epoch))) }
+
+// watchdog evicts the connection of every command that made no progress
+// within ProgressTimeout, a quarter of it after the fact at most.
+func (s *GatherService) watchdog() {
+	defer s.watched.Done()
+	tick := time.NewTicker(max(s.cfg.ProgressTimeout/4, time.Millisecond))
+	defer tick.Stop()
+	var stalled []uint64
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		now := int64(time.Since(s.epoch))
+		stalled = stalled[:0]
+		s.mu.Lock()
+		for st := range s.active {
+			if !st.evicted && now-st.progress.Load() > int64(s.cfg.ProgressTimeout) {
+				st.evicted = true
+				stalled = append(stalled, st.conn)
+			}
+		}
+		s.mu.Unlock()
+		for _, conn := range stalled {
+			s.stats.stalled.Add(1)
+			s.seg.Evict(conn) // the command sees its Peer end, aborts and finishes once fenced
+		}
+	}
 }
 
 // refuse builds a validation failure.
@@ -393,12 +528,24 @@ func (s *GatherService) serveGather(ctx context.Context, p Peer, req, resp []byt
 		return nil, &GatherError{Code: GatherRefused, Stage: "service", Err: ErrClosed}
 	}
 	defer s.running.Done()
+	shape, err := s.cfg.Limits.PeekCommand(req)
+	if err != nil {
+		err = refuse("decode", err)
+		s.count(err)
+		return nil, err
+	}
+	cost := commandCost(shape, len(req))
+	if err := s.admit.admit(cost, s.cfg.AcquireTimeout); err != nil {
+		s.count(err)
+		return nil, err
+	}
+	defer s.admit.release(cost)
 	st := s.getState()
 	defer s.putState(st)
 	id := markIDs.Add(1)
 	stage.Begin(id, stage.Decode)
 	c := command{received: t0, markID: id}
-	err := s.cfg.Limits.DecodeCommand(&st.cmd, req)
+	err = s.cfg.Limits.DecodeCommand(&st.cmd, req)
 	if err != nil {
 		err = refuse("decode", err)
 	} else {
@@ -424,6 +571,7 @@ func (s *GatherService) serveGather(ctx context.Context, p Peer, req, resp []byt
 		appendReply(resp[:0], &out)
 		return resp, nil
 	}
+	s.watch(st, p)
 	if st.cmd.Dir == planfmt.Read {
 		out.dir = OpRead
 		err = s.runRead(ctx, p, st, &c, &out)
@@ -431,6 +579,7 @@ func (s *GatherService) serveGather(ctx context.Context, p Peer, req, resp []byt
 		out.dir = OpWrite
 		err = s.runWrite(ctx, p, st, &c, &out)
 	}
+	s.unwatch(st)
 	if err != nil {
 		s.count(err)
 		return nil, err

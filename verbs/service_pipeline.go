@@ -30,6 +30,7 @@ type slot struct {
 // slots, so a command always makes progress once it holds one.
 type pipeline struct {
 	s        *GatherService
+	st       *cmdState // whose progress completions stamp
 	q        Queue
 	slots    []slot
 	chunk    int
@@ -68,7 +69,7 @@ func (pl *pipeline) releaseIdle(i int) {
 }
 
 func (s *GatherService) newPipeline(q Queue, st *cmdState, c *command, freeOnDone bool) *pipeline {
-	st.pl = pipeline{s: s, q: q, slots: st.slots[:0], chunk: int(c.chunk), max: c.slots, comps: st.comps, freeOnDone: freeOnDone}
+	st.pl = pipeline{s: s, st: st, q: q, slots: st.slots[:0], chunk: int(c.chunk), max: c.slots, comps: st.comps, freeOnDone: freeOnDone}
 	return &st.pl
 }
 
@@ -151,6 +152,10 @@ func (pl *pipeline) posted(i int) {
 
 // handle accounts completions.
 func (pl *pipeline) handle(cs []Completion) {
+	if len(cs) == 0 {
+		return
+	}
+	pl.st.touch(pl.s)
 	now := time.Now()
 	for i := range cs {
 		c := &cs[i]
@@ -220,7 +225,7 @@ func (pl *pipeline) finish(st *cmdState) {
 		pl.slots[i] = slot{}
 	}
 	st.slots = pl.slots[:0]
-	pl.q, pl.s = nil, nil
+	pl.q, pl.s, pl.st = nil, nil, nil
 }
 
 // runRead packs the plan chunk by chunk into staging and WRITEs each
@@ -280,6 +285,7 @@ func (s *GatherService) runRead(ctx context.Context, p Peer, st *cmdState, c *co
 			n = rng.packInto(buf, c.own)
 		}
 		out.pack += time.Since(t)
+		st.touch(s)
 		switch {
 		case !marked:
 		case n > 0:
@@ -397,6 +403,7 @@ func (s *GatherService) runWrite(ctx context.Context, p Peer, st *cmdState, c *c
 		t := time.Now()
 		rng.scatterFrom(c.own, pl.slots[i].lease.Bytes()[:n], at)
 		out.pack += time.Since(t)
+		st.touch(s)
 		if marked {
 			stage.EndWeighted(cid, stage.Scatter, n, weight)
 		}
