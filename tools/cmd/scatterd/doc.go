@@ -20,6 +20,9 @@
 //	-staging N           gather service staging pool (default 64MiB)
 //	-slots N             staging slots one gather command may hold (default 8)
 //	-pack-workers N      goroutines packing one chunk (default min(GOMAXPROCS, 8))
+//	-progress-timeout D  evict a requester whose gather makes no progress for D (default 2s)
+//	-allow-uid U,...     shm: users that may connect, read and write (default: this user only)
+//	-read-uid U,...      shm: users that may connect and only read (never given a writable export)
 //	-name NAME           discovery record name (default scatterd/PID)
 //	-discovery PATH      discovery file (default /dev/shm/scatterkit-discovery.json); "off": none
 //	-bench-control       serve the pack-only benchmark method
@@ -33,9 +36,15 @@
 //	 "regions":[{"name":"table","bytes":1073741824,"access":"remote-read"}],"seed":1,...}
 //
 // and a summary on stderr. Requesters look the record up by name (package
-// verbs/discovery) or connect to the address. On SIGINT or SIGTERM (or when
-// its record is lost) scatterd withdraws the record, stops the gather
-// service, closes the segment and the staging pool and prints a
+// verbs/discovery) or connect to the address. Over shm only the users
+// -allow-uid and -read-uid name (default: the daemon's own) are served;
+// over tcp every peer that reaches -listen is, so bind it to an address
+// only trusted peers reach. The ready line carries "calibration_fallback"
+// when the gather service could not calibrate and uses conservative
+// figures. On SIGINT or SIGTERM (or when its record is lost) scatterd
+// withdraws the record, closes the segment (ending every connection, so a
+// stuck requester cannot hold it: shm requesters get one second to let
+// go), stops the gather service, closes the staging pool and prints a
 // {"event":"closed",...,"leaked_leases":0} line; it exits with status 1 if
 // staging leases leaked, 2 for a usage error. The control methods it serves
 // besides the gather service (ping, stats, pack-only) are specified in the

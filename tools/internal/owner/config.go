@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"time"
 
 	"github.com/scatterkit/scatterkit/verbs/discovery"
 )
@@ -67,6 +68,18 @@ type Config struct {
 	PackWorkers  int
 	ParallelMin  int
 
+	// ProgressTimeout is how long a gather command may make no progress
+	// before its requester's connection is evicted (verbs
+	// ServiceConfig.ProgressTimeout; 0: its default, 2 s).
+	ProgressTimeout time.Duration
+
+	// AllowUIDs and ReadUIDs are the users an shm owner serves: AllowUIDs
+	// may read and write its exports (as their access allows), ReadUIDs
+	// only read them (they are not given a writable export at all). Both
+	// empty: only the owner's own user (verbs.OwnUIDPolicy). tcp has no
+	// peer credentials; setting either there is refused.
+	AllowUIDs, ReadUIDs []uint32
+
 	// Directory, when set, receives a record named Name for the segment
 	// (withdrawn at Close). Attrs are added to the record.
 	Directory discovery.Directory
@@ -107,6 +120,10 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("Scratch", fmt.Sprint(c.Scratch), fmt.Sprintf("must lie in [0, %d]", int64(MaxDataBytes)))
 	case c.StagingBytes < 0 || c.StagingSlots < 0 || c.PackWorkers < 0 || c.ParallelMin < 0:
 		return bad("Staging*/PackWorkers/ParallelMin", "", "must not be negative")
+	case c.ProgressTimeout < 0:
+		return bad("ProgressTimeout", c.ProgressTimeout.String(), "must not be negative")
+	case c.Transport == TransportTCP && len(c.AllowUIDs)+len(c.ReadUIDs) > 0:
+		return bad("AllowUIDs/ReadUIDs", "", "tcp has no peer credentials: admission by user is for shm")
 	case c.Directory != nil && c.Name == "":
 		return bad("Name", "", "a discovery directory needs a record name")
 	case c.Directory == nil && c.Name != "":

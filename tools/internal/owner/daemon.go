@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/scatterkit/scatterkit/tools/internal/units"
@@ -34,6 +35,9 @@ type ReadyEvent struct {
 	StagingBytes int64 `json:"staging_bytes"`
 	StagingSlots int   `json:"staging_slots"`
 	PackWorkers  int   `json:"pack_workers"`
+	// CalibrationFallback says why the gather service uses conservative
+	// packing figures (empty: it measured them).
+	CalibrationFallback string `json:"calibration_fallback,omitempty"`
 }
 
 // EventRegion is an exported region in a ReadyEvent.
@@ -64,6 +68,31 @@ func DefaultDirectory() string {
 		return "/dev/shm/scatterkit-discovery.json"
 	}
 	return filepath.Join(os.TempDir(), "scatterkit-discovery.json")
+}
+
+// uidsFlag is a flag.Value of comma-separated user ids.
+type uidsFlag struct{ p *[]uint32 }
+
+func (f uidsFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	parts := make([]string, len(*f.p))
+	for i, u := range *f.p {
+		parts[i] = strconv.FormatUint(uint64(u), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f uidsFlag) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		u, err := strconv.ParseUint(strings.TrimSpace(part), 10, 32)
+		if err != nil {
+			return fmt.Errorf("user id %q: %w", part, err)
+		}
+		*f.p = append(*f.p, uint32(u))
+	}
+	return nil
 }
 
 // byteFlag is a flag.Value of a size with units ("1GiB").
@@ -110,6 +139,9 @@ func parse(name string, args []string, out io.Writer) (options, error) {
 	fs.Var(byteFlag{&c.StagingBytes}, "staging", "gather service staging pool size (default 64MiB)")
 	fs.IntVar(&c.StagingSlots, "slots", DefaultStagingSlots, "staging slots (chunks in flight) one gather command may hold")
 	fs.IntVar(&c.PackWorkers, "pack-workers", 0, "goroutines packing one chunk (0: min(GOMAXPROCS, 8))")
+	fs.DurationVar(&c.ProgressTimeout, "progress-timeout", 0, "evict a requester whose gather command makes no progress for this long (0: 2s)")
+	fs.Var(uidsFlag{&c.AllowUIDs}, "allow-uid", "shm: comma-separated user ids that may connect, read and write (default: the owner's own user only)")
+	fs.Var(uidsFlag{&c.ReadUIDs}, "read-uid", "shm: comma-separated user ids that may connect and only read")
 	fs.BoolVar(&c.NoHugePages, "no-huge-pages", false, "skip the transparent huge page advice for generated tcp data")
 	fs.StringVar(&c.Name, "name", fmt.Sprintf("scatterd/%d", os.Getpid()), "discovery record name")
 	fs.StringVar(&o.directory, "discovery", DefaultDirectory(), "discovery directory file (file backend); \"off\" publishes nothing")
@@ -180,7 +212,7 @@ func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdo
 	in := own.Info()
 	ev := ReadyEvent{Event: "ready", Name: in.Name, Directory: o.directory, Revision: in.Revision,
 		Transport: in.Transport, Addr: in.Addr, Pid: in.Pid, StagingBytes: in.StagingBytes,
-		StagingSlots: in.StagingSlots, PackWorkers: in.PackWorkers}
+		StagingSlots: in.StagingSlots, PackWorkers: in.PackWorkers, CalibrationFallback: in.CalibrationFallback}
 	for _, r := range in.Regions {
 		ev.Regions = append(ev.Regions, EventRegion{Name: r.Name, Bytes: r.Len, Access: r.Access.String()})
 	}

@@ -55,6 +55,10 @@ type Info struct {
 	StagingSlots int
 	PackWorkers  int
 	Pid          int
+	// CalibrationFallback is empty when the gather service measured its
+	// packing calibration, and otherwise why it uses the conservative
+	// figures instead.
+	CalibrationFallback string
 }
 
 // Report is what an owner found when it closed.
@@ -111,7 +115,11 @@ func Start(ctx context.Context, cfg Config) (o *Owner, err error) {
 			addr = fmt.Sprintf("@scatterd-%d-%d", os.Getpid(), shmAddrs.Add(1))
 		}
 	}
-	o.seg, err = o.tr.Listen(addr, o.exports, verbs.ListenOptions{OnError: cfg.OnError})
+	lopts := verbs.ListenOptions{OnError: cfg.OnError}
+	if len(cfg.AllowUIDs)+len(cfg.ReadUIDs) > 0 {
+		lopts.Admit = verbs.UIDPolicy{Write: cfg.AllowUIDs, Read: cfg.ReadUIDs}.Admit
+	}
+	o.seg, err = o.tr.Listen(addr, o.exports, lopts)
 	if err != nil {
 		return o, fmt.Errorf("owner: listen: %w", err)
 	}
@@ -120,7 +128,8 @@ func Start(ctx context.Context, cfg Config) (o *Owner, err error) {
 		return o, fmt.Errorf("owner: staging: %w", err)
 	}
 	o.svc, err = verbs.NewGatherService(verbs.ServiceConfig{Segment: o.seg, Exports: o.exports, Staging: o.staging,
-		MaxSlots: cfg.StagingSlots, PackWorkers: cfg.PackWorkers, ParallelMin: cfg.ParallelMin})
+		MaxSlots: cfg.StagingSlots, PackWorkers: cfg.PackWorkers, ParallelMin: cfg.ParallelMin,
+		ProgressTimeout: cfg.ProgressTimeout})
 	if err != nil {
 		return o, fmt.Errorf("owner: gather service: %w", err)
 	}
@@ -193,7 +202,8 @@ func (o *Owner) makeData() error {
 func (o *Owner) Info() Info {
 	in := Info{Transport: o.cfg.Transport, Addr: o.seg.Addr(), Regions: o.seg.Regions(),
 		Generated: o.cfg.File == "", StagingBytes: int64(o.staging.Pool().Stats().Budget),
-		StagingSlots: o.cfg.StagingSlots, PackWorkers: o.cfg.PackWorkers, Pid: os.Getpid()}
+		StagingSlots: o.cfg.StagingSlots, PackWorkers: o.cfg.PackWorkers, Pid: os.Getpid(),
+		CalibrationFallback: o.svc.Calibration().Fallback}
 	if in.Generated {
 		in.Seed = o.cfg.Seed
 	}
@@ -221,10 +231,12 @@ func (o *Owner) Stats() Stats {
 		Commands: ss.Reads + ss.Writes, Failed: ss.Refused + ss.Exhausted + ss.Aborted}
 }
 
-// Close withdraws the discovery record, stops the gather service and the
-// control methods, closes the segment (ending every connection), closes
-// the staging pool (reporting leases still outstanding, with ErrLeak) and
-// releases the data memory and the transport. It is idempotent.
+// Close withdraws the discovery record, closes the segment (ending every
+// connection first, so no command waits on a peer: a stuck requester
+// cannot hold the shutdown past the transport's close grace), stops the
+// gather service and the control methods, closes the staging pool
+// (reporting leases still outstanding, with ErrLeak) and releases the
+// data memory and the transport. It is idempotent.
 func (o *Owner) Close() (Report, error) {
 	o.closeOnce.Do(func() { o.report, o.closeErr = o.close() })
 	return o.report, o.closeErr
@@ -236,15 +248,15 @@ func (o *Owner) close() (Report, error) {
 	if o.reg != nil {
 		errs = append(errs, o.reg.Close())
 	}
+	if o.seg != nil {
+		errs = append(errs, o.seg.Close())
+	}
 	if o.svc != nil {
-		rep.Service = o.svc.Stats()
 		errs = append(errs, o.svc.Close())
+		rep.Service = o.svc.Stats()
 	}
 	if o.ctl != nil {
 		o.ctl.close()
-	}
-	if o.seg != nil {
-		errs = append(errs, o.seg.Close())
 	}
 	if o.staging != nil {
 		st := o.staging.Pool().Stats()
