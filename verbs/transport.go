@@ -181,7 +181,9 @@ type Segment interface {
 	// staging slot) can be reused once the channel is closed, and not
 	// before. For a connection that is not open (never was, or is already
 	// fenced) the channel is already closed. Evict never blocks, so a
-	// handler of that very connection may call it.
+	// handler of that very connection may call it, but must not wait for
+	// the channel: the fence includes that connection's handlers having
+	// returned (on shm they copy into the requester's memory).
 	Evict(connID uint64) <-chan struct{}
 	// Close stops accepting, closes every connection (cancelling handler
 	// contexts and waiting for handlers to return) and releases the

@@ -97,7 +97,7 @@ func (t *Transport) connect(ctx context.Context, addr string, opts verbs.Connect
 	c := &conn{s: s, q: s.main}
 	s.start() // a new session has not ended
 	if err = t.open.AddConn(c); err != nil {
-		s.close()
+		s.closeWithin(t.cfg.CloseGrace)
 		return nil, fmt.Errorf("shm: transport: %w", err)
 	}
 	link, err := probe.Connect(ctx, opts, t, probe.Target{Queue: c.q, Ping: s.ping,
@@ -133,9 +133,16 @@ func (c *conn) Call(ctx context.Context, method uint16, req, resp []byte) ([]byt
 	return c.s.roundTrip(ctx, false, method, req, resp)
 }
 
-// Close implements verbs.Conn.
+// Close implements verbs.Conn: it waits (Config.CloseGrace at most) for
+// the owner to let go of the exposures, so no handler of the owner
+// copies into them after Close returns; an owner that does not answer in
+// time has the socket closed regardless, and Close reports it.
 func (c *conn) Close() error {
-	c.s.close()
+	fenced := c.s.closeWithin(c.s.t.cfg.CloseGrace)
 	c.s.t.open.Remove(c)
+	if !fenced {
+		return fmt.Errorf("shm: close %s: the owner did not let go of the exposures within %v: %w",
+			c.s.peer, c.s.t.cfg.CloseGrace, verbs.ErrClosed)
+	}
 	return nil
 }

@@ -94,6 +94,17 @@
 // control socket: later Posts and Calls fail with verbs.ErrClosed, and
 // completions already queued are still returned.
 //
+// Ending a connection, from either side, keeps both sides' memory safe:
+// a side first stops touching the other's memory (the owner's handlers
+// return, Posts and holds in progress finish, the other side's regions
+// are unmapped), then shuts the writing half of the socket, which tells
+// the other side "I have let go of your memory", and reads until the
+// other side says the same. So when Segment.Evict's channel closes, the
+// requester has unmapped the owner's regions, and when Conn.Close returns
+// nil, no handler of the owner copies into the requester's exposures any
+// more. Each waits for the other side at most Config.CloseGrace in Close
+// (Conn.Close then reports it); Evict's fence waits as long as it takes.
+//
 // # Trust
 //
 // What the kernel guarantees, against any local process: a region

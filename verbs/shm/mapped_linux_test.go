@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +141,53 @@ func TestEvictWaitsForMappings(t *testing.T) {
 	require.NoError(t, seg.Close())
 	require.Less(t, time.Since(start), 5*time.Second, "segment Close waited on a requester that never lets go")
 	c.(verbs.Mapper).ReleaseMapped()
+}
+
+// TestCloseWaitsForOwnerHandlers: a requester's Close returns only once
+// the owner's handlers, which copy into the requester's exposures, have
+// returned (the owner shuts its half after them), so nothing of the
+// owner lands in them afterwards; an owner handler that never returns
+// makes Close give up after CloseGrace and say so.
+func TestCloseWaitsForOwnerHandlers(t *testing.T) {
+	owner := New(Config{CloseGrace: 200 * time.Millisecond})
+	defer owner.Close()
+	reg, err := owner.Alloc(4096, verbs.AccessRemoteRead)
+	require.NoError(t, err)
+	seg, err := owner.Listen(rawAddr("close-waits"), []verbs.Export{{Name: "a", Region: reg}}, verbs.ListenOptions{})
+	require.NoError(t, err)
+	defer seg.Close()
+	running := make(chan struct{}, 1)
+	var stuck atomic.Int64 // how long the handler ignores its context
+	seg.Handle(0x7e04, verbs.HandlerFunc(func(ctx context.Context, _ verbs.Peer, _, resp []byte) ([]byte, error) {
+		running <- struct{}{}
+		<-ctx.Done()
+		time.Sleep(time.Duration(stuck.Load())) // a copy that goes on a while
+		return resp, nil
+	}))
+	req := New(Config{CloseGrace: 500 * time.Millisecond})
+	defer req.Close()
+	for _, tc := range []struct {
+		name   string
+		stuck  time.Duration
+		fenced bool
+	}{{"handler-returns", 100 * time.Millisecond, true}, {"handler-stuck", 1500 * time.Millisecond, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			stuck.Store(int64(tc.stuck))
+			c, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{})
+			require.NoError(t, err)
+			go func() { _, _ = c.Call(context.Background(), 0x7e04, nil, nil) }()
+			<-running
+			start := time.Now()
+			err = c.Close()
+			took := time.Since(start)
+			if tc.fenced {
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, took, tc.stuck, "Close returned while the owner's handler still ran")
+				return
+			}
+			require.ErrorIs(t, err, verbs.ErrClosed)
+			require.ErrorContains(t, err, "did not let go")
+			require.Less(t, took, 1400*time.Millisecond)
+		})
+	}
 }

@@ -57,8 +57,8 @@ type session struct {
 
 	wg     sync.WaitGroup // the reader goroutine
 	hwg    sync.WaitGroup // handler goroutines
-	forced bool           // owner: the socket was closed before the requester let go (under mu)
-	fenced chan struct{}  // owner: closed once the requester let go (see Segment.Evict)
+	forced bool           // the socket was closed before the other side let go (under mu)
+	fenced chan struct{}  // closed once the other side let go (see finalize, Segment.Evict)
 	dead   chan struct{}
 }
 
@@ -81,18 +81,15 @@ func (s *session) start() bool {
 	go func() {
 		defer s.wg.Done()
 		s.fail(s.readLoop())
-		if s.owner {
-			s.drain()
-		}
+		s.drain()
 	}()
 	return true
 }
 
-// drain reads and drops what the requester still sends after the owner's
-// side of the session ended, until the requester closes its end: that is
-// the sign that it has let go of the owner's regions (see fail), which
-// fences the session. A forced close (Segment.Close past its grace) ends
-// the wait too, without fencing.
+// drain reads and drops what the other side still sends after this side
+// of the session ended, until the other side shuts its writing half: its
+// sign that it has let go of this side's memory (see finalize). A forced
+// close (closeWithin past its grace) ends the wait too, unfenced.
 func (s *session) drain() {
 	var buf [4096]byte
 	for {
@@ -102,8 +99,9 @@ func (s *session) drain() {
 	}
 }
 
-// fail ends the session once: the socket closes, handler contexts end,
-// and finalize runs in the background.
+// fail ends the session once: handler contexts end and finalize runs in
+// the background. The reader goes on, dropping what arrives, until the
+// other side's EOF.
 func (s *session) fail(err error) {
 	if err == nil {
 		err = verbs.ErrClosed
@@ -116,16 +114,6 @@ func (s *session) fail(err error) {
 	s.closed, s.cause = true, err
 	s.mu.Unlock()
 	s.cancel()
-	// Neither side closes its socket while it may still touch the other's
-	// memory. The owner shuts its writing half (the requester reads EOF)
-	// and its reader drains until the requester closes; the requester
-	// shuts its reading half (its reader stops) and closes the socket in
-	// finalize, after unmapping the owner's regions.
-	if s.owner {
-		_ = s.nc.CloseWrite()
-	} else {
-		_ = s.nc.CloseRead()
-	}
 	if s.seg != nil && listener.Abnormal(err) {
 		s.seg.report(err)
 	}
@@ -139,19 +127,26 @@ func closedErr(cause error) error {
 	return fmt.Errorf("shm: connection: %w: %w", verbs.ErrClosed, cause)
 }
 
-// finalize waits for the reader and the handlers, fails pending calls,
-// closes the requester's queue and unmaps the other side's regions.
+// finalize ends the session in the order that keeps both sides' memory
+// safe, the same on either side:
+//
+//  1. this side stops touching the other's memory: pending calls fail,
+//     the owner's handlers have returned (their Peers copy inside Post),
+//     and the other side's regions are unmapped once the Posts and holds
+//     in progress are done;
+//  2. it shuts its writing half: the other side reads EOF, which means
+//     "I have let go of your memory";
+//  3. its reader reads the other side's EOF, sent at that side's step 2:
+//     the other side has let go of this side's memory, and the session is
+//     fenced (Segment.Evict's channel closes);
+//  4. the socket is closed, the exposures unpinned.
+//
+// A side that never reaches step 2 (frozen, or hostile) keeps this one at
+// step 3; closeWithin bounds that wait, unfenced.
 func (s *session) finalize() {
-	s.wg.Wait()
 	s.mu.Lock()
 	cause := s.cause
-	pinned := s.pinned
-	s.pinned = nil
-	forced := s.forced
 	s.mu.Unlock()
-	if s.owner && !forced {
-		close(s.fenced) // the requester closed its end: it has unmapped
-	}
 	cerr := closedErr(cause)
 	s.calls.End(cerr)
 	s.hwg.Wait()
@@ -159,7 +154,17 @@ func (s *session) finalize() {
 		s.main.cq.Close(cerr)
 	}
 	s.maps.unmap(cerr)
-	_ = s.nc.Close() // the requester lets go here, after unmapping
+	_ = s.nc.CloseWrite()
+	s.wg.Wait()
+	s.mu.Lock()
+	forced := s.forced
+	pinned := s.pinned
+	s.pinned = nil
+	s.mu.Unlock()
+	if !forced {
+		close(s.fenced)
+	}
+	_ = s.nc.Close()
 	if pinned != nil {
 		s.t.reg.Unpin(pinned)
 	}
@@ -169,30 +174,39 @@ func (s *session) finalize() {
 	close(s.dead)
 }
 
-func (s *session) close() {
+// closeWithin ends the session and waits until it is finalized; if the
+// other side has not let go within grace (frozen, or never shutting its
+// half), the socket is closed regardless, unfenced, so the wait is
+// bounded.
+// It reports whether the session ended fenced.
+func (s *session) closeWithin(grace time.Duration) (fenced bool) {
 	s.fail(verbs.ErrClosed)
-	<-s.dead
-}
-
-// closeWithin ends the session and waits until it is finalized; an owner
-// session whose requester has not let go within grace (frozen, or never
-// closing) has its socket closed, unfenced, so the wait is bounded.
-func (s *session) closeWithin(grace time.Duration) {
-	s.fail(verbs.ErrClosed)
+	t := time.NewTimer(grace)
+	defer t.Stop()
 	select {
 	case <-s.dead:
-		return
-	case <-time.After(grace):
+	case <-t.C:
+		s.mu.Lock()
+		s.forced = true
+		s.mu.Unlock()
+		_ = s.nc.Close()
+		<-s.dead
 	}
-	s.mu.Lock()
-	s.forced = true
-	s.mu.Unlock()
-	_ = s.nc.Close()
-	<-s.dead
+	select {
+	case <-s.fenced:
+		return true
+	default:
+		return false
+	}
 }
 
 // write sends one frame.
 func (s *session) write(h *frame.Header, payload []byte) error {
+	if s.ctx.Err() != nil {
+		// The session ended: nothing more is sent (a handler's late reply
+		// must not reach a caller whose call already failed).
+		return closedErr(verbs.ErrClosed)
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.wbuf = frame.Append(s.wbuf[:0], h)
