@@ -23,7 +23,7 @@ import (
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/engram"
 	"github.com/scatterkit/scatterkit/structobj"
-	"github.com/scatterkit/scatterkit/tools/internal/faultproxy"
+	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 	"github.com/scatterkit/scatterkit/verbs"
 )
 

@@ -2,7 +2,7 @@
 // package (this file holds only its documentation) run by `go test work`.
 //
 // Between a requester and an owner in one process it puts a
-// tools/internal/faultproxy proxy, and runs a matrix of cells. The rows are
+// verbs/faultproxy proxy, and runs a matrix of cells. The rows are
 // workloads over verbs/tcp:
 //
 //   - verbs-direct-read, verbs-direct-write, verbs-gather-read,

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/planfmt"
-	"github.com/scatterkit/scatterkit/tools/internal/faultproxy"
+	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 	"github.com/scatterkit/scatterkit/verbs"
 )
 

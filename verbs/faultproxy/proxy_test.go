@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scatterkit/scatterkit/tools/internal/faultproxy"
+	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed for random inputs and the proxies (0 picks one from the clock)")

@@ -1,7 +1,8 @@
 // Package faultproxy is an in-process TCP proxy that injects network faults
-// between a client and a server: the fault-injection suite
-// (tools/internal/faultsuite) puts one between a verbs/tcp requester and
-// its owner.
+// between a client and a server, for tests: the fault-injection suite
+// (tools/internal/faultsuite) and the verbs and owner tests put one
+// between a verbs/tcp requester and its owner, and a user can put one in
+// front of their own owner to see how their code fails.
 //
 // New listens on 127.0.0.1:0 and forwards every accepted connection to the
 // target: a verbs/tcp session of several lanes is several proxied

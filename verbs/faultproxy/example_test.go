@@ -6,7 +6,7 @@ import (
 	"log"
 	"net"
 
-	"github.com/scatterkit/scatterkit/tools/internal/faultproxy"
+	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 )
 
 // A proxy in front of an echo server flips one byte of the reply stream.
