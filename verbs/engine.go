@@ -83,7 +83,19 @@ type EngineConfig struct {
 	// requests like on any other Conn instead of copying through the
 	// mapping (for comparisons; the default copies).
 	PostOnMapped bool
+	// AbortGrace bounds how long an operation whose context ended waits
+	// for its transfers in flight (direct requests posted, a gather
+	// command the owner is running) to finish; default DefaultAbortGrace.
+	// Past it the engine closes the operation's Conn, which ends them
+	// (nothing more lands in the caller's memory, and the owner sees the
+	// connection end), and the operation fails with the context's error
+	// and ErrClosed. So Do and Wait return within AbortGrace (plus the
+	// Conn's close) of the context's end, whatever the network does.
+	AbortGrace time.Duration
 }
+
+// DefaultAbortGrace is EngineConfig.AbortGrace's default.
+const DefaultAbortGrace = 500 * time.Millisecond
 
 func (c EngineConfig) withDefaults() (EngineConfig, error) {
 	fix := func(d *time.Duration, v time.Duration) {
@@ -107,6 +119,7 @@ func (c EngineConfig) withDefaults() (EngineConfig, error) {
 	fix(&c.TChunkFixed, 10*time.Microsecond)
 	fix(&c.CalibrationBudget, 20*time.Millisecond)
 	fix(&c.StagingTimeout, 5*time.Millisecond)
+	fix(&c.AbortGrace, DefaultAbortGrace)
 	if c.HybridThreshold == 0 {
 		c.HybridThreshold = 16 << 10
 	}
@@ -143,6 +156,8 @@ func (c EngineConfig) withDefaults() (EngineConfig, error) {
 		return c, bad("MinRunFragments/PollBatch/KeepStates", "", "out of range")
 	case c.CopyWorkers < 1 || c.CopyWorkers > 1<<10:
 		return c, bad("CopyWorkers", c.CopyWorkers, "out of range [1, 1024]")
+	case c.AbortGrace < 0:
+		return c, bad("AbortGrace", c.AbortGrace, "must be >= 0")
 	case c.InlineMax > MaxInlineReply:
 		return c, bad("InlineMax", c.InlineMax, fmt.Sprintf("above MaxInlineReply (%d)", MaxInlineReply))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 	"github.com/scatterkit/scatterkit/verbs/shm"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
@@ -87,6 +88,7 @@ type fixtureConfig struct {
 	engine     verbs.EngineConfig
 	reqStaging bool // requester staging for WRITE gather (exposed where the backend allows)
 	lanes      int
+	proxy      bool // tcp only: connect through a faultproxy (fixture.px)
 }
 
 // fixture is an owner (segment, export, gather service) and a requester
@@ -100,6 +102,7 @@ type fixture struct {
 	svc          *verbs.GatherService
 	local        *verbs.Region
 	reqStaging   *verbs.Staging
+	px           *faultproxy.Proxy // with fixtureConfig.proxy
 	conn         verbs.Conn
 	eng          *verbs.Engine
 }
@@ -160,7 +163,14 @@ func newFixture(t testing.TB, r *rand.Rand, cfg fixtureConfig) *fixture {
 		}
 		ecfg.Staging = f.reqStaging
 	}
-	f.conn, err = f.req.Connect(testContext(t), f.seg.Addr(), opts)
+	addr := f.seg.Addr()
+	if cfg.proxy {
+		f.px, err = faultproxy.New(addr, faultproxy.Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, f.px.Close()) })
+		addr = f.px.Addr()
+	}
+	f.conn, err = f.req.Connect(testContext(t), addr, opts)
 	require.NoError(t, err)
 	if f.reqStaging != nil {
 		// Registered after the connection so it closes first (exposure pin).

@@ -100,7 +100,7 @@ func classify(err error) Fallback {
 func (op *Operation) call(cmd []byte, st *ownerStats) (time.Duration, []byte, error) {
 	stage.Begin(op.id, stage.Control)
 	t := time.Now()
-	resp, err := op.cs.conn.Call(op.ctx, MethodGather, cmd, op.respBuf[:0])
+	resp, err := op.cs.conn.Call(op.callCtx, MethodGather, cmd, op.respBuf[:0])
 	d := time.Since(t)
 	stage.End(op.id, stage.Control, uint64(len(cmd)))
 	if cap(resp) > cap(op.respBuf) {

@@ -48,7 +48,15 @@ type Operation struct {
 	cmd               planfmt.Command
 	cmdBuf, respBuf   []byte
 
+	// callCtx is what gather calls run under: ctx without its end, which
+	// the abort fence handles instead (see watchAbort).
+	callCtx   context.Context
+	stopWatch func() bool // stops the abort watch (nil: ctx cannot end)
+
 	mu        sync.Mutex
+	completed bool        // complete ran (under mu)
+	fence     *time.Timer // the abort fence armed by the context's end
+	fenced    bool        // the fence closed the Conn
 	parts     int
 	err       error
 	gatherErr error
@@ -62,6 +70,7 @@ type Operation struct {
 // reset drops references so an idle state pins nothing of the caller.
 func (op *Operation) reset() {
 	op.cs, op.ctx, op.sop, op.mapper = nil, nil, ScatterOp{}, nil
+	op.callCtx, op.stopWatch = nil, nil
 	op.primary.resetSpans()
 	op.fallback.resetSpans()
 	op.primary.op, op.fallback.op = nil, nil
@@ -78,8 +87,12 @@ func (op *Operation) reset() {
 // requests are posted (as many as the queue takes), a gather command is
 // handed to its own goroutine. Invalid input returns an error at once
 // and starts nothing. ctx bounds the whole operation: when it ends, the
-// operation stops posting and fails once its requests in flight have
-// completed.
+// operation stops posting; its transfers in flight get
+// EngineConfig.AbortGrace to finish (an operation whose every transfer
+// finished succeeds), then the engine closes the Conn to end them, and the
+// operation fails with the context's error and ErrClosed. Either way,
+// nothing of the operation lands in the caller's memory after it
+// returned.
 func (e *Engine) Submit(ctx context.Context, op *ScatterOp) (*Operation, error) {
 	return e.submit(ctx, op, false)
 }
@@ -178,7 +191,11 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 
 	op := e.getOp()
 	op.cs, op.ctx, op.sop, op.t0 = cs, ctx, *sop, t0
+	op.mu.Lock() // a late abort watch of the state's previous operation compares ids
 	op.id = markIDs.Add(1)
+	op.completed, op.fence, op.fenced = false, nil, false
+	op.mu.Unlock()
+	op.watchAbort()
 	op.fb, op.lastData = FallbackNone, time.Time{}
 	op.trace = Trace{OpID: op.id, Start: t0}
 	if m, ok := sop.Conn.(Mapper); ok && !e.cfg.PostOnMapped {
@@ -203,6 +220,42 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 	stage.End(op.id, stage.Plan, 0)
 	op.launch(inline)
 	return op, nil
+}
+
+// watchAbort arms the abort fence: when the operation's context ends
+// before it completes, its transfers in flight get AbortGrace to finish,
+// then the Conn is closed to end them. A context that cannot end costs
+// nothing here (and allocates nothing).
+func (op *Operation) watchAbort() {
+	op.callCtx = op.ctx
+	if op.ctx.Done() == nil {
+		return
+	}
+	op.callCtx = context.WithoutCancel(op.ctx)
+	id := op.id
+	op.stopWatch = context.AfterFunc(op.ctx, func() {
+		op.mu.Lock()
+		defer op.mu.Unlock()
+		if op.id != id || op.completed {
+			return
+		}
+		op.fence = time.AfterFunc(op.e.cfg.AbortGrace, func() { op.closeToFence(id) })
+	})
+}
+
+// closeToFence closes the Conn of operation id if it is still running: its
+// direct requests complete with ErrClosed, its gather call ends, and
+// nothing of it can land any more.
+func (op *Operation) closeToFence(id uint64) {
+	op.mu.Lock()
+	if op.id != id || op.completed {
+		op.mu.Unlock()
+		return
+	}
+	op.fenced = true
+	conn := op.cs.conn
+	op.mu.Unlock()
+	_ = conn.Close()
 }
 
 // decide picks the mode (and for gather the chunk size and slots).
@@ -561,6 +614,19 @@ func (op *Operation) gatherDone(err error, fb Fallback) {
 // complete publishes the result.
 func (op *Operation) complete() {
 	stage.Begin(op.id, stage.Complete)
+	if op.stopWatch != nil {
+		op.stopWatch()
+	}
+	op.mu.Lock()
+	op.completed = true
+	if op.fence != nil {
+		op.fence.Stop()
+	}
+	if op.fenced {
+		op.err = fmt.Errorf("%w; its transfers were still in flight %v later, so the engine closed the connection to end them: %w",
+			op.ctx.Err(), op.e.cfg.AbortGrace, ErrClosed)
+	}
+	op.mu.Unlock()
 	e := op.e
 	res := &op.res
 	res.Chosen = op.chosen
