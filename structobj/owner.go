@@ -240,14 +240,23 @@ type Owner struct {
 	pending  uint64    // extents of reservations and inline PUTs in progress
 	retired  uint64    // extents of replaced or deleted objects still held
 	nRetired int
+	// quar holds, by connection, the space of reservations that ended
+	// while that connection may still write into it: out of the
+	// allocator until the connection's fence closes (see evictLocked).
+	quar      map[uint64]*quarantine
+	quarBytes uint64
+	quarExts  int
 
 	calls        [numMethods]methodCounters
 	failures     [numCodes]atomic.Uint64
 	expiredRes   atomic.Uint64
 	expiredHolds atomic.Uint64
+	evictions    atomic.Uint64
 	manifestPool sync.Pool
 	stopSweep    chan struct{}
 	sweepDone    chan struct{} // nil until the sweeper starts
+	stopFences   chan struct{} // closed by Close: fence waiters give up
+	fences       sync.WaitGroup
 	closeOnce    sync.Once
 	closeErr     error
 }
@@ -279,6 +288,14 @@ type reservation struct {
 	expires  time.Time
 }
 
+// quarantine is the space of a connection's ended reservations, kept
+// out of the allocator until nothing the connection sent can land in it.
+type quarantine struct {
+	conn  uint64
+	exts  []extent
+	bytes uint64
+}
+
 // hold keeps an object version's space from reuse.
 type hold struct {
 	id, conn uint64
@@ -295,16 +312,18 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 	}
 	arena, _ := alignUp(uint64(cfg.ArenaBytes))
 	o = &Owner{
-		cfg:       cfg,
-		prefix:    RecordPrefix + cfg.Namespace + "/",
-		alloc:     newAllocator(arena),
-		objects:   make(map[string]*object),
-		regs:      make(map[string]discovery.Registration),
-		res:       make(map[uint64]*reservation),
-		holds:     make(map[uint64]*hold),
-		tomb:      make(map[uint64]uint64),
-		tombRing:  make([]uint64, 0, tombstones),
-		stopSweep: make(chan struct{}),
+		cfg:        cfg,
+		prefix:     RecordPrefix + cfg.Namespace + "/",
+		alloc:      newAllocator(arena),
+		objects:    make(map[string]*object),
+		regs:       make(map[string]discovery.Registration),
+		res:        make(map[uint64]*reservation),
+		holds:      make(map[uint64]*hold),
+		tomb:       make(map[uint64]uint64),
+		tombRing:   make([]uint64, 0, tombstones),
+		quar:       make(map[uint64]*quarantine),
+		stopSweep:  make(chan struct{}),
+		stopFences: make(chan struct{}),
 	}
 	o.wlim = wireLimits{manifest: uint64(cfg.Limits.MaxBytes), inline: uint64(max(cfg.MaxInline, 0))}
 	o.manifestPool.New = func() any { return new(Manifest) }
@@ -462,14 +481,14 @@ func (o *Owner) sweepLocked(now time.Time) {
 			next = t
 		}
 	}
-	for id, r := range o.res {
+	for _, r := range o.res {
 		if now.Before(r.expires) {
 			later(r.expires)
 			continue
 		}
-		o.dropReservationLocked(r)
-		o.buryLocked(id, r.conn)
-		o.expiredRes.Add(1)
+		// Ends r and the other reservations of its connection (which
+		// this loop then no longer meets).
+		o.evictLocked(r.conn)
 	}
 	for id, h := range o.holds {
 		if now.Before(h.expires) {
@@ -483,10 +502,83 @@ func (o *Owner) sweepLocked(now time.Time) {
 	o.earliest = next
 }
 
+// dropReservationLocked frees an aborted reservation's space at once:
+// Abort is the client's word that no WRITE under it is still on its way
+// (see Owner).
 func (o *Owner) dropReservationLocked(r *reservation) {
 	delete(o.res, r.id)
 	o.pending -= r.ext.len
 	o.alloc.release(r.ext)
+}
+
+// evictLocked ends connection conn, one of whose reservations expired: a
+// WRITE it issued under that reservation may still be on its way (the
+// client is frozen, slow or cut off), so its space must not be reused
+// before the connection is fenced. Every reservation of conn ends
+// (buried: a Commit or Abort of it still running is told it expired),
+// their space is quarantined, and the connection is evicted
+// (verbs.Segment.Evict); the space goes back to the allocator once the
+// fence closes, which a goroutine waits for, so neither o.mu nor the
+// sweeper waits. A fence that never closes (an shm client that never
+// lets go of its mapping) keeps its space quarantined until Close.
+func (o *Owner) evictLocked(conn uint64) {
+	q, waiting := o.quar[conn]
+	if !waiting {
+		q = &quarantine{conn: conn}
+	}
+	n := len(q.exts)
+	for id, r := range o.res {
+		if r.conn != conn {
+			continue
+		}
+		delete(o.res, id)
+		o.pending -= r.ext.len
+		q.exts = append(q.exts, r.ext)
+		q.bytes += r.ext.len
+		o.quarBytes += r.ext.len
+		o.buryLocked(id, conn)
+		o.expiredRes.Add(1)
+	}
+	o.quarExts += len(q.exts) - n
+	if waiting {
+		return // evicted already: its fence is awaited
+	}
+	o.evictions.Add(1)
+	fence := o.seg.Evict(conn)
+	select {
+	case <-fence: // the connection had ended and been fenced
+		o.releaseQuarantineLocked(q)
+		return
+	default:
+	}
+	o.quar[conn] = q
+	o.fences.Add(1)
+	go o.awaitFence(q, fence)
+}
+
+// awaitFence gives q's space back once fence closes (not after Close).
+func (o *Owner) awaitFence(q *quarantine, fence <-chan struct{}) {
+	defer o.fences.Done()
+	select {
+	case <-fence:
+	case <-o.stopFences:
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed { // Close has dropped everything
+		return
+	}
+	delete(o.quar, q.conn)
+	o.releaseQuarantineLocked(q)
+}
+
+func (o *Owner) releaseQuarantineLocked(q *quarantine) {
+	for _, e := range q.exts {
+		o.alloc.release(e)
+	}
+	o.quarBytes -= q.bytes
+	o.quarExts -= len(q.exts)
 }
 
 func (o *Owner) releaseHoldLocked(h *hold) {
@@ -608,10 +700,8 @@ func (o *Owner) checkLocked(c *claim, now time.Time) (*reservation, error) {
 		return nil, ownerErr(CodeRefused, "reservation %d belongs to another connection", c.id)
 	case !now.Before(r.expires):
 		// The sweep runs first, so this is only reached at the instant of
-		// expiry; drop it here all the same.
-		o.dropReservationLocked(r)
-		o.buryLocked(r.id, r.conn)
-		o.expiredRes.Add(1)
+		// expiry; end it here all the same.
+		o.evictLocked(r.conn)
 		return nil, ownerErr(CodeExpired, "reservation %d expired", c.id)
 	case c.payload > r.size:
 		return nil, ownerErr(CodeRefused, "manifest payload of %d bytes exceeds reservation %d of %d bytes", c.payload, c.id, r.size)
@@ -938,9 +1028,16 @@ type OwnerStats struct {
 	Objects, Reservations, Holds, Retired int
 	// ArenaBytes is the region's size: UsedBytes (installed objects) +
 	// PendingBytes (reservations, inline PUTs being copied) +
-	// RetiredBytes + FreeBytes. LargestFree is the largest reservation
-	// that fits now.
+	// RetiredBytes + QuarantinedBytes + FreeBytes. LargestFree is the
+	// largest reservation that fits now.
 	ArenaBytes, UsedBytes, PendingBytes, RetiredBytes, FreeBytes, LargestFree uint64
+	// QuarantinedBytes is the space of Quarantined extents: expired
+	// reservations whose connection was evicted and is not fenced yet
+	// (it may still write there). A connection that never lets go (an
+	// shm client frozen while it holds its mapping) keeps its extents
+	// here until it does, or until Close.
+	QuarantinedBytes uint64
+	Quarantined      int
 	// Published counts the keys with a directory record.
 	Published int
 	// Calls counts each method's calls and failures, indexed by method -
@@ -948,8 +1045,11 @@ type OwnerStats struct {
 	Calls [numMethods]MethodStats
 	// Failures counts failed calls by code.
 	NotFound, NoSpace, Expired, Refused, Busy, Closed uint64
-	// ExpiredReservations and ExpiredHolds count what the TTLs released.
-	ExpiredReservations, ExpiredHolds uint64
+	// ExpiredReservations and ExpiredHolds count what the TTLs released
+	// (ExpiredReservations also the other reservations of the
+	// connections evicted). Evictions counts the connections evicted
+	// because a reservation of theirs expired.
+	ExpiredReservations, ExpiredHolds, Evictions uint64
 }
 
 // Method returns the counters of method (zero for an unknown one).
@@ -969,7 +1069,8 @@ func (o *Owner) Stats() OwnerStats {
 	}
 	s := OwnerStats{Objects: len(o.objects), Reservations: len(o.res), Holds: len(o.holds), Retired: o.nRetired,
 		ArenaBytes: o.alloc.size, UsedBytes: o.used, PendingBytes: o.pending, RetiredBytes: o.retired,
-		FreeBytes: o.alloc.freeBytes, LargestFree: o.alloc.largest(), Published: len(o.regs)}
+		FreeBytes: o.alloc.freeBytes, LargestFree: o.alloc.largest(), QuarantinedBytes: o.quarBytes, Quarantined: o.quarExts,
+		Published: len(o.regs)}
 	o.mu.Unlock()
 	for i := range o.calls {
 		s.Calls[i] = MethodStats{Calls: o.calls[i].calls.Load(), Failed: o.calls[i].failed.Load()}
@@ -980,6 +1081,7 @@ func (o *Owner) Stats() OwnerStats {
 	}
 	s.ExpiredReservations = o.expiredRes.Load()
 	s.ExpiredHolds = o.expiredHolds.Load()
+	s.Evictions = o.evictions.Load()
 	return s
 }
 
@@ -1008,6 +1110,7 @@ func (o *Owner) release() error {
 	case <-o.stopSweep:
 	default:
 		close(o.stopSweep)
+		close(o.stopFences)
 	}
 	var errs []error
 	if o.sweepDone != nil { // the sweeper was started
@@ -1017,8 +1120,12 @@ func (o *Owner) release() error {
 		errs = append(errs, o.svc.Close())
 	}
 	if o.seg != nil {
+		// Every connection ends, fenced (tcp: its lanes stopped; shm:
+		// the requester let go, or CloseGrace passed) before the region
+		// is given back.
 		errs = append(errs, o.seg.Close())
 	}
+	o.fences.Wait()
 	if o.stage != nil {
 		errs = append(errs, o.stage.Close())
 	}
@@ -1037,8 +1144,10 @@ func (o *Owner) release() error {
 	clear(o.objects)
 	clear(o.res)
 	clear(o.holds)
+	clear(o.quar)
 	o.alloc = newAllocator(o.alloc.size)
 	o.used, o.pending, o.retired, o.nRetired = 0, 0, 0, 0
+	o.quarBytes, o.quarExts = 0, 0
 	o.earliest = time.Time{}
 	o.mu.Unlock()
 	if o.region != nil {

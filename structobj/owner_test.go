@@ -286,13 +286,14 @@ func fillPattern(b []byte, seed uint64) []byte {
 func ownerState(s OwnerStats) OwnerStats {
 	return OwnerStats{Objects: s.Objects, Reservations: s.Reservations, Holds: s.Holds, Retired: s.Retired,
 		ArenaBytes: s.ArenaBytes, UsedBytes: s.UsedBytes, PendingBytes: s.PendingBytes, RetiredBytes: s.RetiredBytes,
-		FreeBytes: s.FreeBytes, LargestFree: s.LargestFree, Published: s.Published}
+		FreeBytes: s.FreeBytes, LargestFree: s.LargestFree, QuarantinedBytes: s.QuarantinedBytes, Quarantined: s.Quarantined,
+		Published: s.Published}
 }
 
 // requireAccounted checks that the arena's bytes add up.
 func requireAccounted(t testing.TB, s OwnerStats) {
 	t.Helper()
-	require.Equal(t, s.ArenaBytes, s.UsedBytes+s.PendingBytes+s.RetiredBytes+s.FreeBytes, "%+v", ownerState(s))
+	require.Equal(t, s.ArenaBytes, s.UsedBytes+s.PendingBytes+s.RetiredBytes+s.QuarantinedBytes+s.FreeBytes, "%+v", ownerState(s))
 }
 
 func forBackends(t *testing.T, f func(t *testing.T, b backend)) {
@@ -459,6 +460,38 @@ func TestOwnerDeleteWhileHeld(t *testing.T) {
 	})
 }
 
+// connPeer is a Peer that only names a connection, for calling the
+// owner's handlers directly as that connection's running calls.
+type connPeer struct {
+	verbs.Peer
+	id uint64
+}
+
+func (p connPeer) ConnID() uint64 { return p.id }
+
+// reservationConn returns the connection that holds reservation id.
+func reservationConn(t testing.TB, o *Owner, id uint64) uint64 {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.res[id]
+	require.NotNil(t, r, "no reservation %d", id)
+	return r.conn
+}
+
+// requireFreeSoon waits (bounded) until the whole arena is free: an
+// expired reservation's space comes back once its connection is fenced.
+func requireFreeSoon(t testing.TB, o *Owner) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s := o.Stats()
+		return s.FreeBytes == s.ArenaBytes
+	}, 10*time.Second, time.Millisecond, "the arena is not free: %+v", ownerState(o.Stats()))
+	s := o.Stats()
+	require.Zero(t, s.QuarantinedBytes)
+	require.Zero(t, s.Quarantined)
+}
+
 func TestOwnerExpiry(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		clock := newFakeClock()
@@ -467,6 +500,7 @@ func TestOwnerExpiry(t *testing.T) {
 
 		res, err := c.reserve(64 << 10)
 		require.NoError(t, err)
+		conn := reservationConn(t, o, res.id)
 		_, err = c.reserve(1)
 		require.ErrorIs(t, err, ErrNoSpace)
 		clock.Advance(999 * time.Millisecond)
@@ -475,21 +509,37 @@ func TestOwnerExpiry(t *testing.T) {
 		s := o.Stats()
 		require.Zero(t, s.Reservations)
 		require.Equal(t, uint64(1), s.ExpiredReservations)
-		require.Equal(t, s.ArenaBytes, s.FreeBytes, "an expired reservation's space is free")
+		require.Equal(t, uint64(1), s.Evictions, "the expired reservation's connection is evicted")
+		requireAccounted(t, s)
+		requireFreeSoon(t, o)
 		_, err = c.commit(res.id, "late", bytesManifest(t, 10, ""))
+		require.ErrorIs(t, err, verbs.ErrClosed, "an evicted connection makes no more calls")
+		// A call of the evicted connection that was already running is
+		// told the reservation expired.
+		m := commitRequest{id: res.id, key: []byte("late"), manifest: bytesManifest(t, 10, "")}
+		_, err = o.serveCommit(testContext(t), connPeer{id: conn}, m.appendTo(nil), nil)
 		require.ErrorIs(t, err, ErrExpired)
-		require.ErrorIs(t, c.abort(res.id), ErrExpired)
+		am := idMessage{method: MethodAbort, id: res.id}
+		_, err = o.serveAbort(testContext(t), connPeer{id: conn}, am.appendTo(nil), nil)
+		require.ErrorIs(t, err, ErrExpired)
+		c = newTestClient(t, b, o.Addr())
 		_, err = c.open("late")
 		require.ErrorIs(t, err, ErrNotFound)
 
-		// Expiry is also found by the call itself, between sweeps.
+		// Expiry is also found by the call itself, between sweeps: the
+		// Commit fails, and its connection with it.
 		res, err = c.reserve(100)
 		require.NoError(t, err)
 		clock.Advance(2 * time.Second)
 		_, err = c.commit(res.id, "late", bytesManifest(t, 10, ""))
-		require.ErrorIs(t, err, ErrExpired)
+		require.ErrorIs(t, err, verbs.ErrClosed)
+		require.Equal(t, uint64(2), o.Stats().Evictions)
+		requireFreeSoon(t, o)
 
-		// Holds expire too, and a retired object's space comes back with them.
+		// Holds expire too, and a retired object's space comes back with
+		// them; a hold's connection is not evicted (READs cannot harm
+		// the owner's memory).
+		c = newTestClient(t, b, o.Addr())
 		c.put("held", make([]byte, 1000))
 		h, err := c.open("held")
 		require.NoError(t, err)
@@ -504,7 +554,9 @@ func TestOwnerExpiry(t *testing.T) {
 		require.Equal(t, s.ArenaBytes, s.FreeBytes)
 		require.ErrorIs(t, c.closeHold(h.hold), ErrExpired)
 		require.ErrorIs(t, c.closeHold(h.hold+1000), ErrNotFound)
-		require.Equal(t, uint64(4), o.Stats().Expired)
+		s = o.Stats()
+		require.Equal(t, uint64(2), s.Expired, "the Commit that found its reservation expired, the Close")
+		require.Equal(t, uint64(2), s.Evictions)
 	})
 }
 
