@@ -912,19 +912,46 @@ func (c *Client) put(ctx context.Context, addr, key string, obj *Object) (uint64
 	err = x.finish(x.write(items, fast))
 	c.noteXfer(x)
 	var v uint64
-	if err == nil {
+	committing := err == nil
+	if committing {
 		rep := versionReply{method: MethodCommit}
 		err = c.do(wctx, oc, MethodCommit, &commitRequest{id: res.id, key: []byte(key), manifest: man}, &rep)
 		v = rep.version
 	}
-	if err != nil {
-		actx, acancel := cleanupContext(ctx)
-		defer acancel()
-		// Best effort: an expired or committed reservation is gone anyway.
-		_ = c.do(actx, oc, MethodAbort, &idMessage{method: MethodAbort, id: res.id}, &emptyReply{method: MethodAbort})
-		return 0, 0, err
+	switch {
+	case err == nil:
+		return v, x.path(), nil
+	case errors.Is(err, verbs.ErrClosed):
+		// Nothing to abort: the reservation belonged to the connection.
+		c.evict(oc)
+		return 0, 0, lostPut(err, oc.addr, res.id, sent, res.ttl, committing)
 	}
-	return v, x.path(), nil
+	actx, acancel := cleanupContext(ctx)
+	defer acancel()
+	// Best effort: an expired or committed reservation is gone anyway. Every
+	// WRITE under it has completed or failed (x.finish waited for them),
+	// the promise an Abort makes (see Owner).
+	_ = c.do(actx, oc, MethodAbort, &idMessage{method: MethodAbort, id: res.id}, &emptyReply{method: MethodAbort})
+	return 0, 0, err
+}
+
+// lostPut explains a PUT whose connection to addr ended under
+// reservation id (asked for at sent, for ttl), before its Commit was
+// answered: the owner evicts the connection of a reservation past its
+// TTL (a client stalled that long), and a connection may also just fail.
+// Past the TTL by the client's own clock the error also matches
+// ErrExpired.
+func lostPut(err error, addr string, id uint64, sent time.Time, ttl time.Duration, committing bool) error {
+	what := "before its commit: nothing was committed"
+	if committing {
+		what = "during its commit: whether it was committed is unknown"
+	}
+	if since := time.Since(sent); since >= ttl {
+		return fmt.Errorf("reservation %d expired %v ago (TTL %v; the owner evicts the connection of an expired reservation), connection to %s ended %s: %w: %w",
+			id, since-ttl, ttl, addr, what, ErrExpired, err)
+	}
+	return fmt.Errorf("reservation %d: connection to %s ended %s (the owner evicts the connection of a reservation past its TTL): %w",
+		id, addr, what, err)
 }
 
 // small reports whether n bytes go inline on a pooled client (see
