@@ -216,7 +216,7 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 		id.Cred = cred
 	}
 	refuse := func(err error) error {
-		_ = sendMsg(nc, frame.AppendRefusal(nil, err.Error()), nil)
+		_ = sendMsg(nc, frame.AppendRefusal(nil, err.Error(), false), nil)
 		return err
 	}
 	granted, err := verbs.Admit(policy, id)

@@ -28,8 +28,7 @@ func (s *session) roundTrip(ctx context.Context, ping bool, method uint16, req, 
 			h = frame.Header{Type: frame.TypePing, ID: id}
 		}
 		lanes[id%uint64(len(lanes))].sq.appendFrames(func(b *batch) {
-			b.header(&h)
-			b.inline(req)
+			b.frameInline(&h, req)
 		})
 	}
 	// If the session ended meanwhile, finalize fails the call.

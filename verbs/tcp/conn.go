@@ -62,8 +62,7 @@ func (t *Transport) connect(ctx context.Context, addr string, opts verbs.Connect
 	}
 	c.link = link
 	s.lanes[0].sq.appendFrames(func(b *batch) {
-		b.header(&frame.Header{Type: frame.TypeParams, Len: frame.ParamsSize})
-		b.inline(frame.AppendParams(nil, link))
+		b.frameInline(&frame.Header{Type: frame.TypeParams, Len: frame.ParamsSize}, frame.AppendParams(nil, link))
 	})
 	return c, nil
 }
@@ -100,9 +99,10 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 		exposed[i] = regtab.TableEntry{Info: x.Region.Info(x.Name), Mem: x.Region.Bytes()}
 		hello.Regions = append(hello.Regions, exposed[i].Info)
 	}
-	out := frame.Append(nil, &frame.Header{Type: frame.TypeHello, Len: uint32(frame.HelloSize(&hello))})
-	out = frame.AppendHello(out, &hello)
+	out := frame.AppendCheckedFrame(nil, &frame.Header{Type: frame.TypeHello, Len: uint32(frame.HelloSize(&hello))},
+		frame.AppendHello(nil, &hello))
 	rd0 := frame.NewReader(nc0, t.cfg.ReadBuffer)
+	rd0.Checked = true
 	welcome, err := func() (*frame.Hello, error) {
 		if _, err := nc0.Write(out); err != nil {
 			return nil, err
@@ -116,6 +116,9 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 		}
 		body := make([]byte, h.Len)
 		if err := rd0.ReadFull(body); err != nil {
+			return nil, err
+		}
+		if err := rd0.Verify(); err != nil {
 			return nil, err
 		}
 		if frame.Refused(&h) {
@@ -149,7 +152,8 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 			stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 			defer stop()
 			rd := frame.NewReader(nc, t.cfg.ReadBuffer)
-			join := frame.Append(nil, &frame.Header{Type: frame.TypeJoin, ID: welcome.ConnID, Key: welcome.Token, Off: uint64(i)})
+			rd.Checked = true
+			join := frame.AppendChecked(nil, &frame.Header{Type: frame.TypeJoin, ID: welcome.ConnID, Key: welcome.Token, Off: uint64(i)}, 0)
 			var h frame.Header
 			if _, err = nc.Write(join); err == nil {
 				if err = rd.Next(&h); err == nil && h.Type != frame.TypeJoined {

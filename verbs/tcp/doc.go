@@ -77,8 +77,25 @@
 //
 // # Format
 //
-// Every frame starts with a 32-byte little-endian header. Payloads follow
-// immediately, with no padding or alignment.
+// Every frame starts with a 32-byte little-endian header and an 8-byte
+// trailer; payloads follow immediately, with no padding or alignment. The
+// trailer is the frame's integrity check: a CRC32C (Castagnoli) of the 32
+// header bytes and the 4 bytes after it, then the CRC32C of the payload
+// (0 for a frame without one). The receiver checks the header's before it
+// uses the header, and the payload's once it has read the payload and
+// before it acts on it: a WRITE that fails the check is not acknowledged,
+// DATA is not completed, a CALL never reaches its handler; the
+// connection ends with a *verbs.ProtocolError, and the requests in flight
+// complete with ErrClosed. So bytes damaged on the way (a bad link, a
+// middlebox) fail the operation instead of landing as if correct (the
+// damaged payload of a WRITE may already be in the range the peer was
+// writing, which the failed operation leaves undefined). The check is not
+// authentication: a hostile peer computes it like anybody.
+//
+//	+--------------------------------+-----------+------------+---------+
+//	| header (32)                    | crc32c of | crc32c of  | payload |
+//	|                                | hdr+pcrc  | payload    |         |
+//	+--------------------------------+-----------+------------+---------+
 //
 //	 0       1       2               4                               8
 //	+-------+-------+---------------+-------------------------------+
@@ -116,7 +133,7 @@
 //
 // The HELLO and WELCOME body:
 //
-//	0  magic "SKV1" (0x31564b53)   4  version (1, u16)   6  lanes (u16)
+//	0  magic "SKV1" (0x31564b53)   4  version (2, u16)   6  lanes (u16)
 //	8  queue depth (u32)          12  region count (u32, at most 252)
 //	16 connection id (u64)        24  token (u64)
 //	32 probe key (u64)            40  probe length (u64)
@@ -145,7 +162,9 @@
 // already joined; a body with a wrong magic or version, more than 252
 // regions, a zero key or length, an access without a remote bit or with
 // unknown bits, an empty or duplicate name, a duplicate key, or trailing
-// bytes; non-finite or negative PARAMS; a frame the receiving side never
+// bytes; a header or payload checksum that does not match (version 2
+// made every frame checked; version 1 had no trailer); non-finite or
+// negative PARAMS; a frame the receiving side never
 // gets (CALL to a requester, REPLY to an owner, a second HELLO); DATA or
 // ACK that answers nothing, or DATA whose length differs from the READ's.
 // A request that is merely invalid (unknown key, no access, out of

@@ -179,8 +179,7 @@ func (in *initiator) encode(b *batch, run []verbs.WorkRequest, idx []uint32, inl
 			b.header(&h)
 		} else {
 			h.Type = frame.TypeWrite
-			b.header(&h)
-			b.payload(sl.mem, inline)
+			b.frame(&h, sl.mem, inline)
 		}
 	}
 }

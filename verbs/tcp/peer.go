@@ -142,15 +142,20 @@ func (l *lane) onCall(h *frame.Header) error {
 		if err := l.rd.Discard(uint64(h.Len)); err != nil {
 			return err
 		}
+		if err := l.rd.Verify(); err != nil {
+			return err
+		}
 		r, payload := calls.Reply(h.Method, h.ID, nil, err)
-		b := l.respond()
-		b.header(&r)
-		b.inline(payload)
+		l.respond().frameInline(&r, payload)
 		return nil
 	}
 	j := s.jobs.Get(int(h.Len))
 	if err := l.rd.ReadFull(j.Req); err != nil {
 		s.putJob(j)
+		return err
+	}
+	if err := l.rd.Verify(); err != nil {
+		s.putJob(j) // a damaged request never reaches its handler
 		return err
 	}
 	hd := s.seg.handler(h.Method)
@@ -205,8 +210,7 @@ func (s *session) serveCall(j *callJob) {
 	s.releasePeer(p)
 	r, payload := calls.Reply(j.Method, j.ID, resp, err)
 	j.Via.sq.appendFrames(func(b *batch) {
-		b.header(&r)
-		b.inline(payload)
+		b.frameInline(&r, payload)
 	})
 	// resp was copied. A response the handler grew by appending to j.Resp
 	// is kept for the job's next call (the Handler contract allows it), so

@@ -30,13 +30,19 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 	require.NoError(t, err)
 	t.Cleanup(func() { nc.Close() })
 	require.NoError(t, nc.SetDeadline(time.Now().Add(10*time.Second)))
-	return &rawConn{t: t, nc: nc, rd: frame.NewReader(nc, 64<<10)}
+	return newRawConn(t, nc)
+}
+
+// newRawConn is a raw peer on nc speaking checked frames, as verbs/tcp does.
+func newRawConn(t *testing.T, nc net.Conn) *rawConn {
+	rd := frame.NewReader(nc, 64<<10)
+	rd.Checked = true
+	return &rawConn{t: t, nc: nc, rd: rd}
 }
 
 func (c *rawConn) send(h frame.Header, payload []byte) {
 	c.t.Helper()
-	out := frame.Append(nil, &h)
-	_, err := c.nc.Write(append(out, payload...))
+	_, err := c.nc.Write(frame.AppendCheckedFrame(nil, &h, payload))
 	require.NoError(c.t, err)
 }
 
@@ -55,6 +61,7 @@ func (c *rawConn) next() (frame.Header, []byte) {
 		payload = make([]byte, h.Len)
 		require.NoError(c.t, c.rd.ReadFull(payload))
 	}
+	require.NoError(c.t, c.rd.Verify())
 	return h, payload
 }
 
@@ -178,9 +185,9 @@ func TestOwnerRejectsMalformed(t *testing.T) {
 		}},
 		{"unknown-type", "frame", func(c *rawConn) {
 			c.hello(nil)
-			b := frame.Append(nil, &write)
-			b[0] = 200
-			c.sendRaw(append(b, garbage[:16]...))
+			bad := write
+			bad.Type = 200 // a checked frame of an unknown type
+			c.sendRaw(append(frame.AppendChecked(nil, &bad, frame.PayloadCRC(garbage[:16])), garbage[:16]...))
 		}},
 		{"garbage-after-handshake", "frame", func(c *rawConn) {
 			c.hello(nil)
@@ -297,7 +304,7 @@ func fakeOwner(t *testing.T) (addr string, accepted <-chan *rawConn) {
 			return
 		}
 		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-		ch <- &rawConn{t: t, nc: nc, rd: frame.NewReader(nc, 64<<10)}
+		ch <- newRawConn(t, nc)
 	}()
 	return ln.Addr().String(), ch
 }

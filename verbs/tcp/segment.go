@@ -151,6 +151,7 @@ func (sg *segment) accept(nc *net.TCPConn) error {
 	setSockopts(nc, t.cfg)
 	_ = nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	rd := frame.NewReader(nc, t.cfg.ReadBuffer)
+	rd.Checked = true
 	var h frame.Header
 	if err := rd.Next(&h); err != nil {
 		return handshake.Err("tcp", peer, err)
@@ -169,6 +170,9 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	if err := rd.ReadFull(body); err != nil {
 		return handshake.Err("tcp", peer, err)
 	}
+	if err := rd.Verify(); err != nil {
+		return handshake.Err("tcp", peer, err)
+	}
 	var hello frame.Hello
 	if err := frame.DecodeHello(&hello, body); err != nil {
 		return handshake.Err("tcp", peer, err)
@@ -177,7 +181,7 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 		return &verbs.ProtocolError{Peer: peer, Stage: "handshake", Reason: fmt.Sprintf("HELLO with %d lanes or owner fields set", hello.Lanes)}
 	}
 	refuse := func(err error) error {
-		_, _ = nc.Write(frame.AppendRefusal(nil, err.Error()))
+		_, _ = nc.Write(frame.AppendRefusal(nil, err.Error(), true))
 		return err
 	}
 	if int(hello.Lanes) > sg.opts.MaxLanes {
@@ -220,8 +224,7 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 
 	w := frame.Hello{Lanes: hello.Lanes, QueueDepth: uint32(sg.opts.QueueDepth), ConnID: s.id, Token: s.token,
 		ProbeKey: sg.probe.Key, ProbeLen: sg.probe.Len, Regions: infos}
-	out := frame.Append(nil, &frame.Header{Type: frame.TypeWelcome, Len: uint32(frame.HelloSize(&w))})
-	out = frame.AppendHello(out, &w)
+	out := frame.AppendCheckedFrame(nil, &frame.Header{Type: frame.TypeWelcome, Len: uint32(frame.HelloSize(&w))}, frame.AppendHello(nil, &w))
 	if _, err := nc.Write(out); err != nil {
 		sg.forget(s)
 		s.cancel()
@@ -247,7 +250,7 @@ func (sg *segment) acceptJoin(nc *net.TCPConn, rd *frame.Reader, h *frame.Header
 	}
 	s.joined[idx] = true
 	s.mu.Unlock()
-	out := frame.Append(nil, &frame.Header{Type: frame.TypeJoined})
+	out := frame.AppendChecked(nil, &frame.Header{Type: frame.TypeJoined}, 0)
 	if _, err := nc.Write(out); err != nil {
 		return handshake.Err("tcp", peer, err)
 	}

@@ -41,30 +41,31 @@ func (b *batch) extend(lo int) {
 	b.segs = append(b.segs, seg{lo: lo, hi: len(b.buf)})
 }
 
-// header appends a frame header.
+// header appends a frame without payload: its header and trailer (every
+// frame on tcp is checked: see frame.TrailerSize).
 func (b *batch) header(h *frame.Header) {
 	lo := len(b.buf)
-	b.buf = frame.Append(b.buf, h)
+	b.buf = frame.AppendChecked(b.buf, h, 0)
 	b.extend(lo)
 }
 
-// inline appends a copy of p.
-func (b *batch) inline(p []byte) {
+// frame appends h, its trailer and payload p: by copy when p is at most
+// inlineMax bytes, else by reference (p must not change until written).
+func (b *batch) frame(h *frame.Header, p []byte, inlineMax int) {
 	lo := len(b.buf)
-	b.buf = append(b.buf, p...)
-	b.extend(lo)
-}
-
-// payload appends p by copy when it is at most inlineMax bytes, else by
-// reference.
-func (b *batch) payload(p []byte, inlineMax int) {
+	b.buf = frame.AppendChecked(b.buf, h, frame.PayloadCRC(p))
 	if len(p) <= inlineMax {
-		b.inline(p)
+		b.buf = append(b.buf, p...)
+		b.extend(lo)
 		return
 	}
+	b.extend(lo)
 	b.segs = append(b.segs, seg{ext: p})
 	b.bytes += len(p)
 }
+
+// frameInline appends h, its trailer and a copy of p.
+func (b *batch) frameInline(h *frame.Header, p []byte) { b.frame(h, p, len(p)) }
 
 func (b *batch) reset() {
 	clear(b.segs)

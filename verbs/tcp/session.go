@@ -318,9 +318,10 @@ func (l *lane) onRead(h *frame.Header, inline int) {
 	if st == verbs.StatusOK {
 		r.Len = h.Len
 	}
-	b.header(&r)
 	if st == verbs.StatusOK {
-		b.payload(mem, inline)
+		b.frame(&r, mem, inline)
+	} else {
+		b.header(&r)
 	}
 	if b.bytes >= flushAt {
 		l.flushOut()
@@ -341,6 +342,12 @@ func (l *lane) onWrite(h *frame.Header) error {
 		err = l.rd.Discard(uint64(h.Len))
 	}
 	if err != nil {
+		return err
+	}
+	if err := l.rd.Verify(); err != nil {
+		// The payload was damaged on the way: it may have landed (in the
+		// range the peer was writing), but it is never acknowledged; the
+		// connection ends and the request completes with ErrClosed.
 		return err
 	}
 	l.respond().header(&frame.Header{Type: frame.TypeAck, Status: st, ID: h.ID})
@@ -369,6 +376,9 @@ func (l *lane) onAnswer(h *frame.Header, op verbs.Op) error {
 		if err := l.rd.ReadFull(sl.mem); err != nil {
 			return err
 		}
+		if err := l.rd.Verify(); err != nil {
+			return err // never completed OK: the session fails it with ErrClosed
+		}
 	}
 	if !sl.state.CompareAndSwap(uint32(gen)<<1|1, uint32(gen)<<1) {
 		return l.protocolErr("frame", fmt.Sprintf("duplicate %s (id %#x)", h.Type, h.ID))
@@ -382,6 +392,9 @@ func (l *lane) onAnswer(h *frame.Header, op verbs.Op) error {
 func (l *lane) onParams(h *frame.Header) error {
 	var b [frame.ParamsSize]byte
 	if err := l.rd.ReadFull(b[:]); err != nil {
+		return err
+	}
+	if err := l.rd.Verify(); err != nil {
 		return err
 	}
 	p, err := frame.DecodeParams(b[:])

@@ -15,7 +15,10 @@ import (
 func (t *Table) Answer(rd *frame.Reader, h *frame.Header, peer string, ended func(error) error) error {
 	pc := t.Claim(h.ID)
 	if pc == nil { // the caller gave up
-		return rd.Discard(uint64(h.Len))
+		if err := rd.Discard(uint64(h.Len)); err != nil {
+			return err
+		}
+		return rd.Verify()
 	}
 	if (h.Type == frame.TypePong) != pc.Ping {
 		err := &verbs.ProtocolError{Peer: peer, Stage: "frame", Reason: h.Type.String() + " answers the wrong kind of request"}
@@ -39,6 +42,9 @@ func (t *Table) Answer(rd *frame.Reader, h *frame.Header, peer string, ended fun
 		pc.Msg = string(msg)
 	}
 	pc.Status = h.Status
+	if err == nil {
+		err = rd.Verify()
+	}
 	if err != nil {
 		pc.Finish(ended(err))
 		return err

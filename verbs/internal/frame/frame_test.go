@@ -152,7 +152,7 @@ func TestDecodeHelloRejects(t *testing.T) {
 	}{
 		{"short", good[:helloFixed-1], "short"},
 		{"magic", append([]byte{1}, good[1:]...), "magic"},
-		{"version", func() []byte { b := bytes.Clone(good); b[4] = 2; return b }(), "version"},
+		{"version", func() []byte { b := bytes.Clone(good); b[4] = Version + 1; return b }(), "version"},
 		{"too-many-regions", func() []byte { b := bytes.Clone(good); b[12] = MaxRegions + 1; return b }(), "regions"},
 		{"truncated-table", good[:len(good)-1], "truncated"},
 		{"trailing", append(bytes.Clone(good), 0), "trailing"},
@@ -274,6 +274,51 @@ func TestReaderAllocs(t *testing.T) {
 	}))
 }
 
+// TestCheckedReader: a checked frame passes; a flipped bit anywhere in
+// its header or trailer fails Next with a *ProtocolError before the header
+// is used; a flipped bit in its payload fails Verify once the payload is
+// read (through ReadFull or Discard); an unchecked Reader never checks.
+func TestCheckedReader(t *testing.T) {
+	payload := bytes.Repeat([]byte("scatter"), 100)
+	h := Header{Type: TypeWrite, ID: 9, Key: 77, Off: 128, Len: uint32(len(payload))}
+	good := AppendCheckedFrame(nil, &h, payload)
+	read := func(b []byte, discard bool) (nextErr, verifyErr error) {
+		r := NewReader(bytes.NewReader(b), 4096)
+		r.Checked = true
+		var got Header
+		if nextErr = r.Next(&got); nextErr != nil {
+			return nextErr, nil
+		}
+		require.Equal(t, h, got)
+		if discard {
+			require.NoError(t, r.Discard(uint64(got.Len)))
+		} else {
+			require.NoError(t, r.ReadFull(make([]byte, got.Len)))
+		}
+		return nil, r.Verify()
+	}
+	for _, discard := range []bool{false, true} {
+		n, v := read(good, discard)
+		require.NoError(t, n)
+		require.NoError(t, v)
+	}
+	for i := range len(good) {
+		b := bytes.Clone(good)
+		b[i] ^= 0x10
+		n, v := read(b, i%2 == 0)
+		if i < HeaderSize+TrailerSize {
+			require.ErrorIs(t, n, verbs.ErrProtocol, "byte %d of the header or trailer", i)
+			continue
+		}
+		require.NoError(t, n)
+		require.ErrorIs(t, v, verbs.ErrProtocol, "byte %d of the payload", i)
+	}
+	r := NewReader(bytes.NewReader(Append(nil, &Header{Type: TypePing, ID: 3})), 4096)
+	var got Header
+	require.NoError(t, r.Next(&got))
+	require.NoError(t, r.Verify(), "an unchecked reader does not check")
+}
+
 // TestGolden renders every frame kind with field annotations and compares
 // with testdata/frames.golden; -update rewrites it and the fuzz seeds.
 func TestGolden(t *testing.T) {
@@ -302,6 +347,11 @@ func TestGolden(t *testing.T) {
 	sb.WriteString("\n# PARAMS body: bandwidth f64 | post rate f64 | queue depth u64 | rtt ns u64\n")
 	fmt.Fprintf(&sb, "params: %s | %s | %s | %s\n", hex.EncodeToString(pb[0:8]), hex.EncodeToString(pb[8:16]),
 		hex.EncodeToString(pb[16:24]), hex.EncodeToString(pb[24:32]))
+
+	cb := AppendCheckedFrame(nil, &Header{Type: TypeWrite, ID: 7, Key: 0x1122334455667788, Off: 64, Len: 5}, []byte("hello"))
+	sb.WriteString("\n# A checked frame (verbs/tcp): header(32) | header crc32c(4) | payload crc32c(4) | payload\n")
+	fmt.Fprintf(&sb, "checked WRITE: %s | %s | %s | %s\n", hex.EncodeToString(cb[:HeaderSize]),
+		hex.EncodeToString(cb[HeaderSize:HeaderSize+4]), hex.EncodeToString(cb[HeaderSize+4:HeaderSize+8]), cb[HeaderSize+8:])
 
 	golden := filepath.Join("testdata", "frames.golden")
 	if *update {

@@ -10,7 +10,7 @@ import (
 // Handshake constants.
 const (
 	Magic      = 0x31564b53 // "SKV1" little-endian
-	Version    = 1
+	Version    = 2 // 2: tcp frames are checked (TrailerSize)
 	MaxRegions = 252 // SCM_RIGHTS carries at most 253 fds; shm adds a probe region
 
 	helloFixed  = 48
@@ -33,10 +33,13 @@ type Hello struct {
 // AppendRefusal appends the WELCOME that tells a requester the owner
 // refused it (its admission policy, or a limit): status access and the
 // reason as text (cut to verbs.MaxErrorMessage bytes), no hello body.
-func AppendRefusal(dst []byte, reason string) []byte {
+func AppendRefusal(dst []byte, reason string, checked bool) []byte {
 	reason = reason[:min(len(reason), verbs.MaxErrorMessage)]
-	dst = Append(dst, &Header{Type: TypeWelcome, Status: verbs.StatusAccess, Len: uint32(len(reason))})
-	return append(dst, reason...)
+	h := &Header{Type: TypeWelcome, Status: verbs.StatusAccess, Len: uint32(len(reason))}
+	if checked {
+		return AppendCheckedFrame(dst, h, []byte(reason))
+	}
+	return append(Append(dst, h), reason...)
 }
 
 // Refused reports whether h, a decoded WELCOME header, is a refusal; its

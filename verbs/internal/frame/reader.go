@@ -2,6 +2,8 @@ package frame
 
 import (
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
 )
 
@@ -16,6 +18,12 @@ type Reader struct {
 	// Direct is the smallest remainder read straight into a destination
 	// rather than through the buffer; it is at most the buffer size.
 	Direct int
+	// Checked makes every frame a checked one (see TrailerSize): Next
+	// verifies the header's checksum before decoding it, and Verify the
+	// payload's once the caller has read it.
+	Checked bool
+
+	want, sum uint32 // the payload checksum announced, and of what was read since Next
 }
 
 // NewReader returns a Reader with a size-byte buffer (at least 4 KiB).
@@ -56,16 +64,47 @@ func (r *Reader) fill(n int) error {
 // Next reads and decodes the next header. At a clean end of stream it
 // returns io.EOF.
 func (r *Reader) Next(h *Header) error {
-	if err := r.fill(HeaderSize); err != nil {
+	if !r.Checked {
+		if err := r.fill(HeaderSize); err != nil {
+			return err
+		}
+		err := Decode(h, r.buf[r.r:r.r+HeaderSize])
+		r.r += HeaderSize
 		return err
 	}
-	err := Decode(h, r.buf[r.r:r.r+HeaderSize])
-	r.r += HeaderSize
+	if err := r.fill(HeaderSize + TrailerSize); err != nil {
+		return err
+	}
+	want, err := checkHeader(r.buf[r.r : r.r+HeaderSize+TrailerSize])
+	if err == nil {
+		err = Decode(h, r.buf[r.r:r.r+HeaderSize])
+	}
+	r.r += HeaderSize + TrailerSize
+	r.want, r.sum = want, 0
 	return err
+}
+
+// Verify checks, for a checked frame, that the payload read since Next
+// (with ReadFull and Discard) has the checksum its header announced; a
+// frame without payload announces 0. Call it once the payload is read,
+// before acting on it. On an unchecked Reader it returns nil.
+func (r *Reader) Verify() error {
+	if !r.Checked || r.sum == r.want {
+		return nil
+	}
+	return bad("payload", fmt.Sprintf("payload checksum %#08x, the frame says %#08x", r.sum, r.want))
+}
+
+// note adds b, just consumed, to the payload checksum.
+func (r *Reader) note(b []byte) {
+	if r.Checked {
+		r.sum = crc32.Update(r.sum, castagnoli, b)
+	}
 }
 
 // ReadFull fills dst with the next len(dst) bytes of the stream.
 func (r *Reader) ReadFull(dst []byte) error {
+	all := dst
 	n := copy(dst, r.buf[r.r:r.w])
 	r.r += n
 	dst = dst[n:]
@@ -73,7 +112,10 @@ func (r *Reader) ReadFull(dst []byte) error {
 		if len(dst) >= r.Direct {
 			_, err := io.ReadFull(r.src, dst)
 			RaceAcquire()
-			return unexpected(err)
+			if err != nil {
+				return unexpected(err)
+			}
+			break
 		}
 		if err := r.fill(min(len(dst), len(r.buf))); err != nil {
 			return unexpected(err)
@@ -82,6 +124,7 @@ func (r *Reader) ReadFull(dst []byte) error {
 		r.r += n
 		dst = dst[n:]
 	}
+	r.note(all)
 	return nil
 }
 
@@ -95,6 +138,7 @@ func (r *Reader) Discard(n uint64) error {
 		}
 		k := uint64(r.w - r.r)
 		k = min(k, n)
+		r.note(r.buf[r.r : r.r+int(k)])
 		r.r += int(k)
 		n -= k
 	}
