@@ -10,8 +10,8 @@ import (
 // Handshake constants.
 const (
 	Magic      = 0x31564b53 // "SKV1" little-endian
-	Version    = 2 // 2: tcp frames are checked (TrailerSize)
-	MaxRegions = 252 // SCM_RIGHTS carries at most 253 fds; shm adds a probe region
+	Version    = 2          // 2: tcp frames are checked (TrailerSize)
+	MaxRegions = 252        // SCM_RIGHTS carries at most 253 fds; shm adds a probe region
 
 	helloFixed  = 48
 	regionFixed = 18
