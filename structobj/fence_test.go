@@ -2,6 +2,7 @@ package structobj
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"sync"
 	"testing"
@@ -419,5 +420,65 @@ func TestOwnerFenceDroppedConn(t *testing.T) {
 		require.Equal(t, res.off, r2.off)
 		require.NoError(t, c.abort(r2.id))
 		requireAccounted(t, o.Stats())
+	})
+}
+
+// TestOwnerFenceWaitsForCalls: a handler call of the evicted connection
+// still running (as a gather service's WRITE command scattering a chunk
+// it read into the region) keeps the space quarantined until it returns,
+// the transport's fence closed or not.
+func TestOwnerFenceWaitsForCalls(t *testing.T) {
+	forBackends(t, func(t *testing.T, b backend) {
+		const n = 64 << 10
+		const method = 0x53ff
+		clock := newFakeClock()
+		o := newTestOwner(t, b, OwnerConfig{ArenaBytes: n, ReserveTTL: time.Minute, Now: clock.Now})
+		c := newTestClient(t, b, o.Addr())
+		res, err := c.reserve(n)
+		require.NoError(t, err)
+		conn := reservationConn(t, o, res.id)
+
+		entered, finish := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		done := func() { once.Do(func() { close(finish) }) }
+		t.Cleanup(done)
+		trackedSegment{o.seg, o}.Handle(method, verbs.HandlerFunc(func(_ context.Context, _ verbs.Peer, _, resp []byte) ([]byte, error) {
+			close(entered)
+			<-finish // deaf to its context, as a scatter in progress is
+			return resp, nil
+		}))
+		called := make(chan error, 1)
+		go func() {
+			_, err := c.conn.Call(c.ctx, method, nil, nil)
+			called <- err
+		}()
+		<-entered
+
+		clock.Advance(time.Minute)
+		s := o.Stats()
+		require.Zero(t, s.Reservations)
+		require.Equal(t, uint64(1), s.Evictions)
+		// Over tcp the transport's fence closes once the lanes stopped; a
+		// backend whose fence waits for the connection's handlers too
+		// (shm, now) leaves it open.
+		select {
+		case <-o.seg.Evict(conn):
+			// The owner waits for the running call now.
+			require.Eventually(t, func() bool {
+				o.callsMu.Lock()
+				defer o.callsMu.Unlock()
+				return o.drains[conn] != nil
+			}, 10*time.Second, time.Millisecond, "the owner does not wait for the connection's calls")
+		case <-time.After(2 * time.Second):
+			t.Logf("%s: the transport's fence waits for the running call", b.name)
+		}
+		s = o.Stats()
+		require.Equal(t, 1, s.Quarantined, "a call of the connection is still running")
+		require.Equal(t, uint64(n), s.QuarantinedBytes)
+		require.Zero(t, s.LargestFree)
+
+		done()
+		requireFreeSoon(t, o)
+		t.Logf("the running call: %v", <-called)
 	})
 }

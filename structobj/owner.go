@@ -63,8 +63,10 @@ type OwnerConfig struct {
 	// DefaultLimits; MaxBytes is lowered to MaxManifestBytes).
 	Limits Limits
 	// ReserveTTL is how long a reservation stays pending without Commit
-	// (default 30 s); HoldTTL how long a hold lasts without Close
-	// (default 60 s). Both at most MaxTTL.
+	// (default 30 s): at expiry its connection is evicted and its space
+	// comes back once that connection is fenced (see the package doc,
+	// Expiry and the fence). HoldTTL is how long a hold lasts without
+	// Close (default 60 s). Both at most MaxTTL.
 	ReserveTTL, HoldTTL time.Duration
 	// MaxInline bounds the payload of PutInline and the data of
 	// GetInline (default 8 MiB, at most MaxInlineLimit); negative turns
@@ -180,10 +182,14 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 // sees the old object or the new one, never a mix. The reserved space
 // beyond the manifest's PayloadBytes is given back at Commit. A
 // reservation that is neither committed nor aborted within ReserveTTL
-// (a client killed mid-PUT) is dropped and its space freed; nothing of it
-// ever became visible. A GET opens the key (Open: a hold on the current
-// version, its payload offset and manifest), READs what it needs and
-// closes the hold (Close). A replaced or deleted object keeps its space
+// (a client killed, frozen or cut off mid-PUT) is dropped, nothing of it
+// ever visible: its connection is evicted and its space quarantined
+// until the connection is fenced, so no WRITE issued under it can land
+// in space reused since (see the package doc, Expiry and the fence).
+// Commit and Abort are the client's word that its WRITEs under the
+// reservation are done: their space is given back at once. A GET opens
+// the key (Open: a hold on the current version, its payload offset and
+// manifest), READs what it needs and closes the hold (Close). A replaced or deleted object keeps its space
 // until its last hold is closed or expires: a reader must finish within
 // HoldTTL of its Open, after which the space may be reused. PutInline and
 // GetInline carry the payload inside the call instead (the fallback
@@ -199,8 +205,9 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 // offset and size checked; a refused call changes nothing. One-sided
 // transfers, however, are policed by the transport per region only: a
 // client with the region's key may READ or WRITE any byte of it, so the
-// owner protects its objects from mistakes and killed clients, not from
-// a client that writes outside its reservation on purpose.
+// owner protects its objects from mistakes and from killed, frozen, slow
+// or cut-off clients, not from a client that writes outside its
+// reservation on purpose.
 //
 // With a Directory, the first Commit of a key publishes the record
 // "structobj/<Namespace>/<key>" (Transport, the segment's Addr and the
@@ -247,6 +254,13 @@ type Owner struct {
 	quarBytes uint64
 	quarExts  int
 
+	// callsMu guards running: the handler calls in progress, by
+	// connection (see fence.go), and drains: channels closed when a
+	// connection's count comes to zero.
+	callsMu sync.Mutex
+	running map[uint64]int
+	drains  map[uint64]chan struct{}
+
 	calls        [numMethods]methodCounters
 	failures     [numCodes]atomic.Uint64
 	expiredRes   atomic.Uint64
@@ -288,14 +302,6 @@ type reservation struct {
 	expires  time.Time
 }
 
-// quarantine is the space of a connection's ended reservations, kept
-// out of the allocator until nothing the connection sent can land in it.
-type quarantine struct {
-	conn  uint64
-	exts  []extent
-	bytes uint64
-}
-
 // hold keeps an object version's space from reuse.
 type hold struct {
 	id, conn uint64
@@ -322,6 +328,8 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 		tomb:       make(map[uint64]uint64),
 		tombRing:   make([]uint64, 0, tombstones),
 		quar:       make(map[uint64]*quarantine),
+		running:    make(map[uint64]int),
+		drains:     make(map[uint64]chan struct{}),
 		stopSweep:  make(chan struct{}),
 		stopFences: make(chan struct{}),
 	}
@@ -352,7 +360,9 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 			return o, fmt.Errorf("structobj: gather staging: %w", err)
 		}
 		o.stage = stage
-		svc, err := verbs.NewGatherService(verbs.ServiceConfig{Segment: o.seg, Exports: exports, Staging: o.stage,
+		// The service's handlers are counted too: a WRITE command of an
+		// evicted connection may still be scattering into the region.
+		svc, err := verbs.NewGatherService(verbs.ServiceConfig{Segment: trackedSegment{o.seg, o}, Exports: exports, Staging: o.stage,
 			PackWorkers: cfg.PackWorkers, Calibration: cfg.Calibration})
 		if err != nil {
 			return o, fmt.Errorf("structobj: gather service: %w", err)
@@ -390,7 +400,7 @@ func (o *Owner) Addr() string { return o.seg.Addr() }
 // handle registers a handler that counts its calls and failures.
 func (o *Owner) handle(method uint16, f func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error)) {
 	c := &o.calls[method-MethodInfo]
-	o.seg.Handle(method, verbs.HandlerFunc(func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
+	trackedSegment{o.seg, o}.Handle(method, verbs.HandlerFunc(func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
 		c.calls.Add(1)
 		out, err := f(ctx, p, req, resp)
 		if err != nil {
@@ -509,76 +519,6 @@ func (o *Owner) dropReservationLocked(r *reservation) {
 	delete(o.res, r.id)
 	o.pending -= r.ext.len
 	o.alloc.release(r.ext)
-}
-
-// evictLocked ends connection conn, one of whose reservations expired: a
-// WRITE it issued under that reservation may still be on its way (the
-// client is frozen, slow or cut off), so its space must not be reused
-// before the connection is fenced. Every reservation of conn ends
-// (buried: a Commit or Abort of it still running is told it expired),
-// their space is quarantined, and the connection is evicted
-// (verbs.Segment.Evict); the space goes back to the allocator once the
-// fence closes, which a goroutine waits for, so neither o.mu nor the
-// sweeper waits. A fence that never closes (an shm client that never
-// lets go of its mapping) keeps its space quarantined until Close.
-func (o *Owner) evictLocked(conn uint64) {
-	q, waiting := o.quar[conn]
-	if !waiting {
-		q = &quarantine{conn: conn}
-	}
-	n := len(q.exts)
-	for id, r := range o.res {
-		if r.conn != conn {
-			continue
-		}
-		delete(o.res, id)
-		o.pending -= r.ext.len
-		q.exts = append(q.exts, r.ext)
-		q.bytes += r.ext.len
-		o.quarBytes += r.ext.len
-		o.buryLocked(id, conn)
-		o.expiredRes.Add(1)
-	}
-	o.quarExts += len(q.exts) - n
-	if waiting {
-		return // evicted already: its fence is awaited
-	}
-	o.evictions.Add(1)
-	fence := o.seg.Evict(conn)
-	select {
-	case <-fence: // the connection had ended and been fenced
-		o.releaseQuarantineLocked(q)
-		return
-	default:
-	}
-	o.quar[conn] = q
-	o.fences.Add(1)
-	go o.awaitFence(q, fence)
-}
-
-// awaitFence gives q's space back once fence closes (not after Close).
-func (o *Owner) awaitFence(q *quarantine, fence <-chan struct{}) {
-	defer o.fences.Done()
-	select {
-	case <-fence:
-	case <-o.stopFences:
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed { // Close has dropped everything
-		return
-	}
-	delete(o.quar, q.conn)
-	o.releaseQuarantineLocked(q)
-}
-
-func (o *Owner) releaseQuarantineLocked(q *quarantine) {
-	for _, e := range q.exts {
-		o.alloc.release(e)
-	}
-	o.quarBytes -= q.bytes
-	o.quarExts -= len(q.exts)
 }
 
 func (o *Owner) releaseHoldLocked(h *hold) {
