@@ -227,7 +227,11 @@ type GetRequest struct {
 // arena exposed where the backend allows it, so the owner's gather
 // service may pack a GET into it. On shm a registered arena cannot be
 // exposed: READs into the pool then run direct, the engine copying through
-// the owner's mapping (one copy, where a gather would add one).
+// the owner's mapping (one copy, where a gather would add one). A
+// connection that ends (an owner evicts the connection of a reservation
+// past its TTL, see the package doc) fails every call then in flight on
+// it; the client drops it, and the next call to that owner connects
+// again: callers need not reconnect.
 //
 // A Client is safe for concurrent use.
 type Client struct {
@@ -770,7 +774,11 @@ func (c *Client) delete(ctx context.Context, addr, key string) (uint64, error) {
 // the WRITEs in flight are waited for, the reservation is aborted and the
 // key keeps its previous object: a PUT is visible whole or not at all
 // (though an error after the Commit call was sent, such as a lost
-// connection, cannot tell which).
+// connection, cannot tell which). A PUT whose connection ends under its
+// reservation (the owner evicts the connection of an expired
+// reservation: a client stalled past the TTL) fails with an error
+// matching verbs.ErrClosed that says whether the Commit had been sent,
+// and also ErrExpired when the TTL has passed by the client's clock.
 func (c *Client) Put(ctx context.Context, addr, key string, obj *Object) (uint64, error) {
 	if !c.enter() {
 		return 0, ErrClientClosed

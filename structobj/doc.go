@@ -187,6 +187,7 @@
 // belong to the connection that took them: another connection naming
 // them is refused. TTLs travel as durations, so the two sides' clocks need
 // not agree: a client adds them to its own clock when the reply arrives.
+// What an expired reservation means is the next section.
 //
 // A call that fails is answered with the handler error text
 //
@@ -195,8 +196,9 @@
 // where code is one of the Code constants:
 //
 //	Reserve    nospace (no free extent that large), busy (MaxReservations)
-//	Commit     notfound (no such reservation), expired (past its TTL; its
-//	           space is gone), refused (another connection's reservation,
+//	Commit     notfound (no such reservation), expired (past its TTL, or
+//	           ended with its connection's eviction; its space is gone),
+//	           refused (another connection's reservation,
 //	           a manifest that does not decode under the limits or whose
 //	           PayloadBytes exceed the reservation, a name another live
 //	           owner publishes), nospace (MaxObjects), busy (the directory
@@ -221,4 +223,74 @@
 //
 // A new version of any message changes the header's version, and both
 // sides refuse what they do not speak.
+//
+// # Expiry and the fence
+//
+// A reservation is space lent to one connection for ReserveTTL, by the
+// owner's clock from the Reserve. The client WRITEs into it and ends it
+// with Commit (the space up to PayloadBytes becomes the object, the rest
+// goes back) or Abort (all of it goes back at once). Either is the
+// client's word that every WRITE it issued under the reservation has
+// landed or failed; the Client keeps it, sending either only once each
+// of its WRITEs has completed (over tcp the owner acknowledges a WRITE once
+// it is in the region) or failed, and only on the reservation's own
+// connection. Abort does not fence: the fence is the end of the
+// connection, which would fail every other call the client has on it,
+// and it would protect against no one: a client that stalls cannot send
+// an Abort, and one that writes after its Abort could as well write any
+// other byte of the region.
+//
+// A reservation that reaches its TTL uncommitted has expired. Its client
+// may be dead, but it may also be frozen (SIGSTOP, a GC pause, a VM
+// stall), slow, or cut off by a partition that heals later, with WRITEs
+// still queued in a kernel or on the wire. So the owner, on its timer or
+// on the next call, whichever comes first:
+//
+//   - ends every reservation of that connection: a Commit or Abort of one
+//     of them that is still being served fails with code expired;
+//   - evicts the connection (verbs.Segment.Evict): it ends as a failure
+//     would, its calls fail and its client sees it end;
+//   - keeps the reservations' space quarantined, out of the allocator
+//     (OwnerStats.Quarantined, QuarantinedBytes), until the connection's
+//     fence closes: over tcp once its lanes have stopped reading (a WRITE
+//     read before has landed; the rest dies with the sockets), over shm
+//     once the client has unmapped the region and closed its end of the
+//     socket (a process that dies does both); and once no handler call
+//     of the connection is still running (a gather service's WRITE
+//     command scatters what it read into the region on its handler).
+//     Only then can the space be reserved again. Waiting for the fence
+//     holds neither the owner's lock nor its sweeper.
+//
+// The guarantee: the space of an expired reservation is never handed out
+// again while a WRITE issued under it can still land, so no stall, pause
+// or partition longer than the TTL tears another object. Over tcp it
+// holds against any client, frozen, slow, partitioned or hostile: once
+// the fence has closed nothing that connection sent reaches the region.
+// Over shm it holds against clients that write only through the verbs
+// API, whose copies run under verbs.Mapper.HoldMapped, which the fence
+// waits for. A process with a writable mapping of the objects region can
+// write any byte of it at any time, whatever the owner does, so admit
+// only trusted peers with write access. A client that never lets go
+// keeps its space quarantined until the owner's Close, which ends every
+// connection (over shm after the transport's CloseGrace) before it gives
+// the region back.
+//
+// The owner does not learn when a connection ends: the reservations of a
+// connection that dropped wait for their TTL like any other, and their
+// space comes back once the connection's session has ended (its fence
+// closes then). Holds are not fenced: a READ cannot change the owner's
+// memory, so an expired hold's object is released at once and its
+// connection stays (its Close is told expired, and the Client's GET fails).
+//
+// A client whose connection was evicted sees the connection end, never a
+// success: its calls and transfers in flight on it fail with an error
+// matching verbs.ErrClosed. The Client's PUT says that the connection
+// ended under the reservation and whether its Commit may have been
+// applied (an eviction after the Commit was sent leaves that unknown),
+// and also matches ErrExpired when the client's own clock is past the
+// TTL. The Client then drops the connection, and its next call to that
+// owner connects again. Since one connection carries all of a Client's
+// calls to an owner, every one of them in flight fails with it: one more
+// reason for a PUT to end within the TTL less a margin, as the Client
+// bounds it.
 package structobj
