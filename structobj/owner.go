@@ -187,13 +187,15 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 // until the connection is fenced, so no WRITE issued under it can land
 // in space reused since (see the package doc, Expiry and the fence).
 // Commit and Abort are the client's word that its WRITEs under the
-// reservation are done: their space is given back at once. A GET opens
-// the key (Open: a hold on the current version, its payload offset and
-// manifest), READs what it needs and closes the hold (Close). A replaced or deleted object keeps its space
-// until its last hold is closed or expires: a reader must finish within
-// HoldTTL of its Open, after which the space may be reused. PutInline and
-// GetInline carry the payload inside the call instead (the fallback
-// path), with the same index and holds.
+// reservation are done: their space is given back at once.
+//
+// A GET opens the key (Open: a hold on the current version, its payload
+// offset and manifest), READs what it needs and closes the hold (Close).
+// A replaced or deleted object keeps its space until its last hold is
+// closed or expires: a reader must finish within HoldTTL of its Open,
+// after which the space may be reused. PutInline and GetInline carry the
+// payload inside the call instead (the fallback path), with the same
+// index and holds.
 //
 // Reservations and holds belong to the connection that took them: Commit,
 // Abort and Close from another connection are refused. The owner does
@@ -972,10 +974,10 @@ type OwnerStats struct {
 	// largest reservation that fits now.
 	ArenaBytes, UsedBytes, PendingBytes, RetiredBytes, FreeBytes, LargestFree uint64
 	// QuarantinedBytes is the space of Quarantined extents: expired
-	// reservations whose connection was evicted and is not fenced yet
-	// (it may still write there). A connection that never lets go (an
-	// shm client frozen while it holds its mapping) keeps its extents
-	// here until it does, or until Close.
+	// reservations whose connection was evicted and is not fenced yet,
+	// or still has handler calls running (it may still write there). A
+	// connection that never lets go (an shm client frozen while it holds
+	// its mapping) keeps its extents here until it does, or until Close.
 	QuarantinedBytes uint64
 	Quarantined      int
 	// Published counts the keys with a directory record.
@@ -1027,7 +1029,8 @@ func (o *Owner) Stats() OwnerStats {
 
 // Close stops serving: it closes the gather service and the segment
 // (ending every connection and waiting for running calls), withdraws
-// every record, releases every reservation, hold and object and
+// every record, releases every reservation, hold, object and
+// quarantined extent (waiting for no fence that has not closed) and
 // deregisters the region. It does not close the transport or the
 // directory. It is idempotent; later calls return the first result.
 func (o *Owner) Close() error {
