@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
@@ -103,4 +104,58 @@ func TestMaxLanes(t *testing.T) {
 	c, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 2})
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
+}
+
+// TestChecksumsNegotiated: frames go unchecked only when both sides set
+// NoChecksums; then a damaged payload is not noticed (what the option
+// gives up), while with checksums on either side the same damage ends the
+// connection.
+func TestChecksumsNegotiated(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		owner, req     bool
+		damageDetected bool
+	}{
+		{"both-unchecked", true, true, false},
+		{"owner-insists", false, true, true},
+		{"requester-insists", true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := verbstest.NewRand(t)
+			owner := tcp.New(tcp.Config{NoChecksums: tc.owner})
+			defer owner.Close()
+			req := tcp.New(tcp.Config{NoChecksums: tc.req})
+			defer req.Close()
+			reg, err := owner.Alloc(1<<20, verbs.AccessRemoteRead)
+			require.NoError(t, err)
+			verbstest.Fill(r, reg.Bytes())
+			seg, err := owner.Listen("127.0.0.1:0", []verbs.Export{{Name: "a", Region: reg}}, verbs.ListenOptions{})
+			require.NoError(t, err)
+			defer seg.Close()
+			px, err := faultproxy.New(seg.Addr(), faultproxy.Options{})
+			require.NoError(t, err)
+			defer px.Close()
+			c, err := req.Connect(verbstest.Context(t), px.Addr(), verbs.ConnectOptions{Lanes: 1})
+			require.NoError(t, err)
+			defer c.Close()
+			local, err := req.Alloc(1<<20, verbs.AccessLocal)
+			require.NoError(t, err)
+			// Flip one byte of the DATA payload answering a 1 MiB READ:
+			// well past its header and trailer.
+			require.NoError(t, px.Set(faultproxy.Fault{Kind: faultproxy.Corrupt, Dir: faultproxy.Down, After: 4096}))
+			cs := make([]verbs.Completion, 1)
+			_, err = verbstest.Drive(verbstest.Context(t), c, []verbs.WorkRequest{{ID: 1, Op: verbs.OpRead, Len: 1 << 20,
+				LocalKey: local.Key(), RemoteKey: verbstest.RemoteKey(t, c, "a")}}, cs)
+			if tc.damageDetected {
+				if err == nil {
+					err = cs[0].Err
+				}
+				require.ErrorIs(t, err, verbs.ErrClosed, "damaged DATA completed")
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, cs[0].Err)
+			require.NotEqual(t, reg.Bytes(), local.Bytes(), "the damage went unnoticed, as NoChecksums allows")
+		})
+	}
 }

@@ -95,6 +95,9 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 
 	exposed := make([]regtab.TableEntry, len(opts.Expose))
 	hello := frame.Hello{Lanes: uint16(opts.Lanes), QueueDepth: uint32(opts.QueueDepth)}
+	if t.cfg.NoChecksums {
+		hello.Flags |= frame.FlagUnchecked
+	}
 	for i, x := range opts.Expose {
 		exposed[i] = regtab.TableEntry{Info: x.Region.Info(x.Name), Mem: x.Region.Bytes()}
 		hello.Regions = append(hello.Regions, exposed[i].Info)
@@ -127,6 +130,9 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 		w := new(frame.Hello)
 		if err := frame.DecodeHello(w, body); err != nil {
 			return nil, err
+		}
+		if w.Flags&^hello.Flags != 0 {
+			return nil, &verbs.ProtocolError{Stage: "handshake", Reason: "WELCOME settles flags HELLO did not propose"}
 		}
 		if w.ConnID == 0 || w.Token == 0 || w.ProbeKey == 0 || w.Lanes != hello.Lanes {
 			return nil, &verbs.ProtocolError{Stage: "handshake", Reason: "WELCOME without connection id, token or probe, or with other lanes"}
@@ -181,6 +187,7 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 	}
 	s := newSession(t, false, peer)
 	s.id = welcome.ConnID
+	s.checked = welcome.Flags&frame.FlagUnchecked == 0
 	s.serve = regtab.NewTable(exposed)
 	s.remote = welcome.Regions
 	s.main = newInitiator(s, 0, opts.QueueDepth, welcome.Regions)

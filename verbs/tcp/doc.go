@@ -90,7 +90,10 @@
 // middlebox) fail the operation instead of landing as if correct (the
 // damaged payload of a WRITE may already be in the range the peer was
 // writing, which the failed operation leaves undefined). The check is not
-// authentication: a hostile peer computes it like anybody.
+// authentication: a hostile peer computes it like anybody. Two sides that
+// both set Config.NoChecksums agree, in the handshake (HELLO's flag
+// proposes, WELCOME's settles), to send the frames after the handshake
+// without the trailer; either side alone keeps them checked.
 //
 //	+--------------------------------+-----------+------------+---------+
 //	| header (32)                    | crc32c of | crc32c of  | payload |
@@ -137,7 +140,9 @@
 //	8  queue depth (u32)          12  region count (u32, at most 252)
 //	16 connection id (u64)        24  token (u64)
 //	32 probe key (u64)            40  probe length (u64)
-//	48 regions: key (u64) len (u64) access (u8) name length (u8) name
+//	48 flags (u32; bit 0: frames after the handshake unchecked)
+//	52 reserved (u32, 0)
+//	56 regions: key (u64) len (u64) access (u8) name length (u8) name
 //
 // Before answering HELLO the owner asks ListenOptions.Admit about the
 // peer (its address; tcp has no credentials): a refused peer gets the

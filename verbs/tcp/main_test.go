@@ -24,3 +24,12 @@ var backend = verbstest.Backend{
 func TestConformance(t *testing.T) {
 	verbstest.Run(t, backend)
 }
+
+// TestConformanceUnchecked runs the suite on connections whose two sides
+// agreed to drop the frames' checksums (Config.NoChecksums).
+func TestConformanceUnchecked(t *testing.T) {
+	b := backend
+	b.Name = "tcp-unchecked"
+	b.New = func() verbs.Transport { return tcp.New(tcp.Config{NoChecksums: true}) }
+	verbstest.Run(t, b)
+}

@@ -201,6 +201,8 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	s := newSession(sg.t, true, peer)
 	s.seg = sg
 	s.serve = table
+	// Unchecked frames only when both sides trust the link.
+	s.checked = !(sg.t.cfg.NoChecksums && hello.Flags&frame.FlagUnchecked != 0)
 	s.remote = hello.Regions
 	s.peerDepth = sg.opts.QueueDepth
 	s.sem = make(chan struct{}, sg.opts.MaxCalls)
@@ -224,6 +226,9 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 
 	w := frame.Hello{Lanes: hello.Lanes, QueueDepth: uint32(sg.opts.QueueDepth), ConnID: s.id, Token: s.token,
 		ProbeKey: sg.probe.Key, ProbeLen: sg.probe.Len, Regions: infos}
+	if !s.checked {
+		w.Flags |= frame.FlagUnchecked
+	}
 	out := frame.AppendCheckedFrame(nil, &frame.Header{Type: frame.TypeWelcome, Len: uint32(frame.HelloSize(&w))}, frame.AppendHello(nil, &w))
 	if _, err := nc.Write(out); err != nil {
 		sg.forget(s)

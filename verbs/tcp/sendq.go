@@ -26,10 +26,11 @@ type seg struct {
 // batch is a run of whole frames filled by one producer without locks,
 // then submitted to its lane's writer.
 type batch struct {
-	buf    []byte
-	segs   []seg
-	bytes  int
-	reader bool // filled by the lane reader; recycled to its own list
+	buf     []byte
+	segs    []seg
+	bytes   int
+	reader  bool // filled by the lane reader; recycled to its own list
+	checked bool // frames carry the checksum trailer (the lane's setting)
 }
 
 func (b *batch) extend(lo int) {
@@ -45,7 +46,11 @@ func (b *batch) extend(lo int) {
 // frame on tcp is checked: see frame.TrailerSize).
 func (b *batch) header(h *frame.Header) {
 	lo := len(b.buf)
-	b.buf = frame.AppendChecked(b.buf, h, 0)
+	if b.checked {
+		b.buf = frame.AppendChecked(b.buf, h, 0)
+	} else {
+		b.buf = frame.Append(b.buf, h)
+	}
 	b.extend(lo)
 }
 
@@ -53,7 +58,11 @@ func (b *batch) header(h *frame.Header) {
 // inlineMax bytes, else by reference (p must not change until written).
 func (b *batch) frame(h *frame.Header, p []byte, inlineMax int) {
 	lo := len(b.buf)
-	b.buf = frame.AppendChecked(b.buf, h, frame.PayloadCRC(p))
+	if b.checked {
+		b.buf = frame.AppendChecked(b.buf, h, frame.PayloadCRC(p))
+	} else {
+		b.buf = frame.Append(b.buf, h)
+	}
 	if len(p) <= inlineMax {
 		b.buf = append(b.buf, p...)
 		b.extend(lo)
@@ -78,6 +87,8 @@ func (b *batch) reset() {
 // allows). Frames never straddle batches, so batches of different
 // producers may interleave.
 type sendq struct {
+	checked bool // the lane's frames carry checksum trailers (set before use)
+
 	mu      sync.Mutex
 	cond    sync.Cond
 	ready   []*batch
@@ -108,7 +119,7 @@ func (q *sendq) getReader() *batch {
 		q.rfree = q.rfree[:n-1]
 		return b
 	}
-	return &batch{reader: true}
+	return &batch{reader: true, checked: q.checked}
 }
 
 // get returns an empty batch.
@@ -124,7 +135,7 @@ func (q *sendq) getLocked() *batch {
 		q.free = q.free[:n-1]
 		return b
 	}
-	return &batch{}
+	return &batch{checked: q.checked}
 }
 
 // tailLocked returns the batch to append frames to under q.mu: the last

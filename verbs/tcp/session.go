@@ -50,6 +50,7 @@ type session struct {
 	admit chan struct{} // owner: bounds outstanding calls
 
 	callBytes listener.CallBytes // owner: bytes of call requests held
+	checked   bool               // frames after the handshake carry checksums
 
 	peerState // owner: pooled Peers, call jobs and handler workers
 
@@ -95,6 +96,8 @@ func (s *session) attach(l *lane) bool {
 	}
 	l.s = s
 	l.sq.init()
+	l.sq.checked = s.checked
+	l.rd.Checked = s.checked // the handshake was checked either way
 	l.comps = make([]verbs.Completion, 0, completionBatch)
 	l.freed = make([]uint32, 0, completionBatch)
 	s.lanes = append(s.lanes, l)

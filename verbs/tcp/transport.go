@@ -27,6 +27,13 @@ type Config struct {
 	// HandshakeTimeout bounds a handshake when the context has no
 	// deadline (and always on the owner side); 0 means 10 s.
 	HandshakeTimeout time.Duration
+	// NoChecksums drops the checksum trailer of the frames after the
+	// handshake (see "Format") on connections whose other side sets it
+	// too: for links trusted not to damage bytes above TCP's own
+	// checksum, where the two passes over every payload cost too much
+	// (measured in docs/perf-notes.md). Either side can insist on
+	// checksums by leaving it false. The handshake is always checked.
+	NoChecksums bool
 }
 
 func (c Config) withDefaults() Config {

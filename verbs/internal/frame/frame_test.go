@@ -27,7 +27,7 @@ var validHeaders = []struct {
 	name string
 	h    Header
 }{
-	{"hello", Header{Type: TypeHello, Len: 48}},
+	{"hello", Header{Type: TypeHello, Len: helloFixed}},
 	{"welcome", Header{Type: TypeWelcome, Len: 66}},
 	{"join", Header{Type: TypeJoin, ID: 0x1122334455667788, Key: 0x0102030405060708, Off: 3}},
 	{"joined", Header{Type: TypeJoined}},
@@ -115,7 +115,7 @@ func TestDecodeAllocs(t *testing.T) {
 }
 
 var sampleHello = Hello{
-	Lanes: 4, QueueDepth: 4096, ConnID: 0x0102030405060708, Token: 0x1111111111111111,
+	Flags: FlagUnchecked, Lanes: 4, QueueDepth: 4096, ConnID: 0x0102030405060708, Token: 0x1111111111111111,
 	ProbeKey: 0x2222222222222222, ProbeLen: 4 << 20,
 	Regions: []verbs.RegionInfo{
 		{Name: "table", Key: 0x3333333333333333, Len: 1 << 30, Access: verbs.AccessRemoteRead},
@@ -151,6 +151,8 @@ func TestDecodeHelloRejects(t *testing.T) {
 		reason string
 	}{
 		{"short", good[:helloFixed-1], "short"},
+		{"unknown-flag", func() []byte { b := bytes.Clone(good); b[48] = 0x80; return b }(), "flags"},
+		{"reserved-after-flags", func() []byte { b := bytes.Clone(good); b[53] = 1; return b }(), "reserved"},
 		{"magic", append([]byte{1}, good[1:]...), "magic"},
 		{"version", func() []byte { b := bytes.Clone(good); b[4] = Version + 1; return b }(), "version"},
 		{"too-many-regions", func() []byte { b := bytes.Clone(good); b[12] = MaxRegions + 1; return b }(), "regions"},
@@ -334,7 +336,7 @@ func TestGolden(t *testing.T) {
 			hex.EncodeToString(b[8:16]), hex.EncodeToString(b[16:24]), hex.EncodeToString(b[24:32]))
 	}
 	hb := AppendHello(nil, &sampleHello)
-	sb.WriteString("\n# HELLO/WELCOME body: magic(4) version(2) lanes(2) depth(4) count(4) | conn(8) | token(8) | probe key(8) | probe len(8)\n")
+	sb.WriteString("\n# HELLO/WELCOME body: magic(4) version(2) lanes(2) depth(4) count(4) | conn(8) | token(8) | probe key(8) | probe len(8) | flags(4) reserved(4)\n")
 	sb.WriteString("# then per region: key(8) len(8) access(1) namelen(1) name\n")
 	fmt.Fprintf(&sb, "fixed: %s\n", hex.EncodeToString(hb[:helloFixed]))
 	for p, i := hb[helloFixed:], 0; len(p) > 0; i++ {

@@ -13,7 +13,7 @@ const (
 	Version    = 2          // 2: tcp frames are checked (TrailerSize)
 	MaxRegions = 252        // SCM_RIGHTS carries at most 253 fds; shm adds a probe region
 
-	helloFixed  = 48
+	helloFixed  = 56
 	regionFixed = 18
 )
 
@@ -21,6 +21,7 @@ const (
 // Regions) and WELCOME (owner: ConnID, Token, probe region, exported
 // Regions) frames. Unused fields are zero.
 type Hello struct {
+	Flags      HelloFlags
 	Lanes      uint16
 	QueueDepth uint32
 	ConnID     uint64
@@ -51,6 +52,18 @@ func RefusedErr(reason []byte) error {
 	return fmt.Errorf("the owner refused this peer: %s: %w", reason, verbs.ErrNotAdmitted)
 }
 
+// HelloFlags are the options a HELLO proposes and its WELCOME settles.
+type HelloFlags uint32
+
+const (
+	// FlagUnchecked, in HELLO, proposes that the frames after the
+	// handshake carry no checksum trailer; in WELCOME, the owner agrees.
+	// The handshake itself is always checked.
+	FlagUnchecked HelloFlags = 1 << iota
+
+	knownFlags = FlagUnchecked
+)
+
 // HelloSize returns the encoded size of h.
 func HelloSize(h *Hello) int {
 	n := helloFixed
@@ -73,6 +86,7 @@ func AppendHello(dst []byte, h *Hello) []byte {
 	binary.LittleEndian.PutUint64(b[24:], h.Token)
 	binary.LittleEndian.PutUint64(b[32:], uint64(h.ProbeKey))
 	binary.LittleEndian.PutUint64(b[40:], h.ProbeLen)
+	binary.LittleEndian.PutUint32(b[48:], uint32(h.Flags))
 	dst = append(dst, b[:]...)
 	for _, r := range h.Regions {
 		var e [regionFixed]byte
@@ -108,6 +122,10 @@ func DecodeHello(h *Hello, b []byte) error {
 	h.Token = binary.LittleEndian.Uint64(b[24:])
 	h.ProbeKey = verbs.Key(binary.LittleEndian.Uint64(b[32:]))
 	h.ProbeLen = binary.LittleEndian.Uint64(b[40:])
+	h.Flags = HelloFlags(binary.LittleEndian.Uint32(b[48:]))
+	if h.Flags&^knownFlags != 0 || binary.LittleEndian.Uint32(b[52:]) != 0 {
+		return bad("handshake", fmt.Sprintf("unknown flags %#x or reserved bits set", uint32(h.Flags)))
+	}
 	if count > MaxRegions {
 		return bad("handshake", fmt.Sprintf("%d regions, at most %d", count, MaxRegions))
 	}

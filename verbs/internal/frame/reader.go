@@ -95,6 +95,10 @@ func (r *Reader) Verify() error {
 	return bad("payload", fmt.Sprintf("payload checksum %#08x, the frame says %#08x", r.sum, r.want))
 }
 
+// checkPiece is how much of a large payload a checked Reader reads before
+// it checksums what it read.
+const checkPiece = 64 << 10
+
 // note adds b, just consumed, to the payload checksum.
 func (r *Reader) note(b []byte) {
 	if r.Checked {
@@ -110,12 +114,26 @@ func (r *Reader) ReadFull(dst []byte) error {
 	dst = dst[n:]
 	for len(dst) > 0 {
 		if len(dst) >= r.Direct {
-			_, err := io.ReadFull(r.src, dst)
-			RaceAcquire()
-			if err != nil {
+			if !r.Checked {
+				_, err := io.ReadFull(r.src, dst)
+				RaceAcquire()
 				return unexpected(err)
 			}
-			break
+			// Checked: read in pieces and checksum each while it is
+			// still in the cache (one pass over a cold payload after
+			// the whole read costs about as much as the read).
+			r.note(all[:len(all)-len(dst)])
+			for len(dst) > 0 {
+				k := min(len(dst), checkPiece)
+				_, err := io.ReadFull(r.src, dst[:k])
+				RaceAcquire()
+				if err != nil {
+					return unexpected(err)
+				}
+				r.note(dst[:k])
+				dst = dst[k:]
+			}
+			return nil
 		}
 		if err := r.fill(min(len(dst), len(r.buf))); err != nil {
 			return unexpected(err)
