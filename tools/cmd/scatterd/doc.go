@@ -41,7 +41,17 @@
 // over tcp every peer that reaches -listen is, so bind it to an address
 // only trusted peers reach. The ready line carries "calibration_fallback"
 // when the gather service could not calibrate and uses conservative
-// figures. On SIGINT or SIGTERM (or when its record is lost) scatterd
+// figures. What requesters may make the daemon hold is bounded (the gather
+// service prices each command from its header and refuses or defers what
+// its memory budget has no room for; the transport bounds the call bytes
+// it buffers), and what a burst leaves behind goes back to the system:
+// once a second scatterd checks its heap and, when it holds more than
+// 32 MiB it may not need (garbage, freed memory kept, or a large live heap
+// measured while the burst was in flight), collects and returns the free
+// memory, so the daemon is back near its resting size within seconds of
+// the peers leaving (the Go runtime alone keeps such memory resident until
+// a later collection, which an idle daemon does not run for two minutes). On
+// SIGINT or SIGTERM (or when its record is lost) scatterd
 // withdraws the record, closes the segment (ending every connection, so a
 // stuck requester cannot hold it: shm requesters get one second to let
 // go), stops the gather service, closes the staging pool and prints a

@@ -11,9 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/scatterkit/scatterkit/tools/internal/units"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
@@ -165,9 +168,10 @@ func parse(name string, args []string, out io.Writer) (options, error) {
 // a summary on stderr, serves until ctx ends, SIGINT or SIGTERM arrives,
 // the discovery record is lost or (with -stdin-eof) stdin ends, then shuts
 // down (withdrawing the record, closing the segment, reporting staging
-// leases) and prints a ClosedEvent line. It returns the exit status: 0
-// after a clean shutdown, 1 when starting failed or leases leaked, 2 for a
-// usage error.
+// leases) and prints a ClosedEvent line. While it serves it returns freed
+// heap to the system (returnMemory). It returns the exit status: 0 after a
+// clean shutdown, 1 when starting failed or leases leaked, 2 for a usage
+// error.
 func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o, err := parse(name, args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -233,6 +237,16 @@ func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdo
 			fmt.Fprintf(stderr, "%s: published %q (revision %d) in %s; stop with SIGINT or SIGTERM\n", name, in.Name, in.Revision, o.directory)
 		}
 	}
+	trimCtx, stopTrim := context.WithCancel(ctx)
+	trimmed := make(chan struct{})
+	go func() {
+		defer close(trimmed)
+		returnMemory(trimCtx, trimInterval, trimExcess)
+	}()
+	defer func() {
+		stopTrim()
+		<-trimmed
+	}()
 	var lost <-chan struct{}
 	if reg := own.Registration(); reg != nil {
 		lost = reg.Done()
@@ -263,6 +277,118 @@ func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdo
 		return 1
 	}
 	return 0
+}
+
+// How Main returns freed memory: every trimInterval it looks at the heap
+// and, when it holds more than trimExcess bytes it may not need, collects
+// and returns what is free to the system (returnMemory, trimmer).
+const (
+	trimInterval = time.Second
+	trimExcess   = 32 << 20
+)
+
+// returnMemory runs until ctx ends, every interval returning the heap's
+// free memory to the system (debug.FreeOSMemory: a collection, then every
+// free page released) when trimmer.due says so.
+//
+// The owner's budgets bound what peers make it hold at once (the call
+// bytes of the transport, the gather service's memory budget, the staging
+// pool), but not what stays resident after them: the runtime keeps freed
+// heap for reuse and releases it in the background only down to the heap
+// goal of its last collection, skipping memory that was densely used at
+// that collection. A burst of large calls (a flood of huge commands,
+// refused or not) so leaves its pages resident, and an owner that is idle
+// afterwards runs no collection until the runtime forces one (every two
+// minutes): TestMemoryAttackBounded saw 230 MiB stay for 20 s without
+// this. With it, what a burst left goes back within trimMaxWait intervals
+// of the burst's end.
+func returnMemory(ctx context.Context, interval time.Duration, excess uint64) {
+	samples := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	var h heapSample
+	read := func() bool {
+		metrics.Read(samples)
+		for _, s := range samples {
+			if s.Value.Kind() != metrics.KindUint64 {
+				return false // a runtime without these metrics: leave it to the runtime
+			}
+		}
+		h = heapSample{cycles: samples[0].Value.Uint64(), objects: samples[1].Value.Uint64(),
+			free: samples[2].Value.Uint64(), live: samples[3].Value.Uint64()}
+		return true
+	}
+	if !read() {
+		return
+	}
+	tr := trimmer{excess: excess, seen: h.cycles}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !read() {
+			return
+		}
+		if tr.due(h) {
+			debug.FreeOSMemory()
+			if !read() {
+				return
+			}
+			tr.trimmed(h)
+		}
+	}
+}
+
+// heapSample is what returnMemory reads of the runtime's heap: collections
+// completed, bytes in objects (live or not yet collected), free bytes not
+// yet returned to the system, and the live bytes the last collection found.
+type heapSample struct {
+	cycles, objects, free, live uint64
+}
+
+// trimmer decides, once an interval, whether the heap holds more than
+// excess bytes it may not need.
+type trimmer struct {
+	excess uint64
+	seen   uint64 // collections at the previous look
+	quiet  int    // looks since the last collection
+	wait   int    // quiet looks before a large live heap is measured again (0: 1)
+}
+
+// trimMaxWait bounds trimmer.wait: a quiet owner whose live heap is
+// really over the excess pays one collection per trimMaxWait intervals.
+const trimMaxWait = 8
+
+// due reports whether to trim now, given this interval's sample: when the
+// heap's objects and free memory exceed what the last collection found
+// live by more than excess (garbage, or freed memory kept); or when that
+// collection found more than excess live and none has run for wait looks
+// since. That live figure may be a burst's (collections run while large
+// calls are in flight), stale once the owner is quiet, and only a
+// collection tells; a trim that finds the live heap still that large
+// doubles wait, up to trimMaxWait, and one that finds it small resets it.
+// An owner whose heap stays under excess never trims; a busy one runs
+// collections of its own, so it trims only for its garbage.
+func (tr *trimmer) due(h heapSample) bool {
+	if h.cycles != tr.seen {
+		tr.seen, tr.quiet = h.cycles, 0
+	} else {
+		tr.quiet++
+	}
+	return h.objects+h.free > h.live+tr.excess || h.live > tr.excess && tr.quiet >= max(tr.wait, 1)
+}
+
+// trimmed records the sample taken right after a trim.
+func (tr *trimmer) trimmed(h heapSample) {
+	tr.seen, tr.quiet = h.cycles, 0
+	if h.live > tr.excess {
+		tr.wait = min(2*max(tr.wait, 1), trimMaxWait)
+	} else {
+		tr.wait = 1
+	}
 }
 
 func writeEvent(w *bufio.Writer, v any) {
