@@ -172,18 +172,18 @@ type Segment interface {
 	// would: its handlers' contexts end and its requests in flight
 	// complete with ErrClosed. It returns a channel that is closed once
 	// nothing the connection sent, or may still send, can reach this
-	// side's memory: on tcp once every lane has stopped (a WRITE already
-	// read has landed, the rest die with the sockets) and the send path
-	// references no local memory; on shm once the requester has let go of
-	// its mappings (it closes its end of the socket only after unmapping;
-	// a process that dies lets go too). Memory a connection may write (a
+	// side's memory: the connection's handlers have returned (what they
+	// copy is the connection's too), and on tcp every lane has stopped (a
+	// WRITE already read has landed, the rest die with the sockets) and
+	// the send path references no local memory; on shm the requester has
+	// let go of its mappings (it shuts its end of the socket only after
+	// unmapping; a process that dies lets go too). Memory a connection may write (a
 	// reservation's space) or that its requests still reference (a
 	// staging slot) can be reused once the channel is closed, and not
 	// before. For a connection that is not open (never was, or is already
 	// fenced) the channel is already closed. Evict never blocks, so a
 	// handler of that very connection may call it, but must not wait for
-	// the channel: the fence includes that connection's handlers having
-	// returned (on shm they copy into the requester's memory).
+	// the channel, which waits for that handler.
 	Evict(connID uint64) <-chan struct{}
 	// Close stops accepting, closes every connection (cancelling handler
 	// contexts and waiting for handlers to return) and releases the

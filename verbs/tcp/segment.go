@@ -105,7 +105,7 @@ func (sg *segment) Handle(method uint16, h verbs.Handler) { sg.handlers.Set(meth
 func (sg *segment) handler(method uint16) verbs.Handler { return sg.handlers.Get(method) }
 
 // Evict implements verbs.Segment: the session fails, and its fence
-// closes once its lane goroutines have stopped.
+// closes once its lane goroutines have stopped and its handlers returned.
 func (sg *segment) Evict(connID uint64) <-chan struct{} {
 	s, ok := sg.sessions.Get(connID)
 	if !ok {

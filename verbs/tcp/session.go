@@ -56,7 +56,7 @@ type session struct {
 
 	wg     sync.WaitGroup // lane goroutines
 	hwg    sync.WaitGroup // handler goroutines
-	fenced chan struct{}  // closed once the lanes stopped (see Segment.Evict)
+	fenced chan struct{}  // closed once the lanes stopped and the handlers returned (see Segment.Evict)
 	dead   chan struct{}  // closed once finalized
 }
 
@@ -158,8 +158,7 @@ func (s *session) fail(err error) {
 // finalize runs after fail: once the lane goroutines have stopped it
 // completes every outstanding request and call with ErrClosed.
 func (s *session) finalize() {
-	s.wg.Wait()
-	close(s.fenced) // no lane reads into, or sends from, local memory now
+	s.wg.Wait() // no lane reads into, or sends from, local memory now
 	s.mu.Lock()
 	cause := s.cause
 	queues := make([]*initiator, 0, len(s.queues)+1)
@@ -180,9 +179,12 @@ func (s *session) finalize() {
 		s.t.reg.Unpin(pinned)
 	}
 	if s.seg != nil {
+		// A handler may still copy what the connection sent (a gather
+		// WRITE scattering a chunk it read): fenced once they returned.
 		s.hwg.Wait()
 		s.seg.forget(s)
 	}
+	close(s.fenced)
 	close(s.dead)
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -696,6 +697,7 @@ func testOwnerGone(t *testing.T, b Backend) {
 const (
 	methodConnID    = 0x7e01
 	methodEvictSelf = 0x7e02
+	methodLateCopy  = 0x7e05
 )
 
 // testEvict evicts connections: the fence closes in bounded time, the
@@ -761,6 +763,26 @@ func testEvict(t *testing.T, b Backend) {
 	c := drainN(t, other, 1)
 	require.NoError(t, c[0].Err)
 	require.Equal(t, p.Exports["a"].Bytes()[:4096], local.Bytes()[:4096])
+
+	// The fence waits for the connection's handlers: one that goes on
+	// copying a while after its context ended is done when it closes.
+	var late atomic.Bool
+	lateRunning := make(chan struct{})
+	p.Seg.Handle(methodLateCopy, verbs.HandlerFunc(func(ctx context.Context, _ verbs.Peer, _, resp []byte) ([]byte, error) {
+		close(lateRunning)
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // a copy of what the connection sent, still going
+		late.Store(true)
+		return resp, nil
+	}))
+	lc, err := p.Req.Connect(Context(t), p.Seg.Addr(), verbs.ConnectOptions{})
+	require.NoError(t, err)
+	defer lc.Close()
+	lcID := connID(lc)
+	go func() { _, _ = lc.Call(context.Background(), methodLateCopy, nil, nil) }()
+	<-lateRunning
+	requireClosed(p.Seg.Evict(lcID))
+	require.True(t, late.Load(), "the fence closed while a handler of the connection still ran")
 
 	// A handler evicts its own connection.
 	self, err := p.Req.Connect(Context(t), p.Seg.Addr(), verbs.ConnectOptions{})
