@@ -255,8 +255,8 @@
 //     fence closes: over tcp once its lanes have stopped reading (a WRITE
 //     read before has landed; the rest dies with the sockets), over shm
 //     once the client has unmapped the region and closed its end of the
-//     socket (a process that dies does both); and once no handler call
-//     of the connection is still running (a gather service's WRITE
+//     socket (a process that dies does both), and in both once the
+//     connection's handler calls have returned (a gather service's WRITE
 //     command scatters what it read into the region on its handler).
 //     Only then can the space be reserved again. Waiting for the fence
 //     holds neither the owner's lock nor its sweeper.

@@ -4,12 +4,6 @@ package structobj
 // allocator only once nothing its connection sent can land in it (see
 // the package doc, Expiry and the fence).
 
-import (
-	"context"
-
-	"github.com/scatterkit/scatterkit/verbs"
-)
-
 // quarantine is the space of a connection's ended reservations, kept
 // out of the allocator until nothing the connection sent can land in it.
 type quarantine struct {
@@ -25,11 +19,11 @@ type quarantine struct {
 // (buried: a Commit or Abort of it still running is told it expired),
 // their space is quarantined, and the connection is evicted
 // (verbs.Segment.Evict). A goroutine gives the space back once the fence
-// has closed and no handler call of conn is running (a gather service's
-// WRITE command scatters into the region on its handler's goroutine), so
-// neither o.mu nor the sweeper waits. A fence that never closes (an shm
-// client that never lets go of its mapping) keeps its space quarantined
-// until Close.
+// has closed (which includes the connection's handler calls having
+// returned: a gather service's WRITE command scatters into the region on
+// its handler's goroutine), so neither o.mu nor the sweeper waits. A
+// fence that never closes (an shm client that never lets go of its
+// mapping) keeps its space quarantined until Close.
 func (o *Owner) evictLocked(conn uint64) {
 	q, waiting := o.quar[conn]
 	if !waiting {
@@ -58,18 +52,12 @@ func (o *Owner) evictLocked(conn uint64) {
 	go o.awaitFence(q, o.seg.Evict(conn))
 }
 
-// awaitFence gives q's space back once fence has closed and no handler
-// call of q's connection is running; after Close, never.
+// awaitFence gives q's space back once fence has closed; after Close,
+// never.
 func (o *Owner) awaitFence(q *quarantine, fence <-chan struct{}) {
 	defer o.fences.Done()
 	select {
 	case <-fence:
-	case <-o.stopFences:
-		return
-	}
-	// No call of the connection arrives now: wait for those running.
-	select {
-	case <-o.callsDone(q.conn):
 	case <-o.stopFences:
 		return
 	}
@@ -85,64 +73,3 @@ func (o *Owner) awaitFence(q *quarantine, fence <-chan struct{}) {
 	o.quarBytes -= q.bytes
 	o.quarExts -= len(q.exts)
 }
-
-// trackedSegment is the owner's segment with every handler registered
-// through it counted while it runs, by connection.
-type trackedSegment struct {
-	verbs.Segment
-	o *Owner
-}
-
-// Handle registers h wrapped so that its calls are counted.
-func (s trackedSegment) Handle(method uint16, h verbs.Handler) {
-	if h == nil {
-		s.Segment.Handle(method, nil)
-		return
-	}
-	o := s.o
-	s.Segment.Handle(method, verbs.HandlerFunc(func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-		conn := p.ConnID()
-		o.enterCall(conn)
-		defer o.leaveCall(conn)
-		return h.ServeCall(ctx, p, req, resp)
-	}))
-}
-
-func (o *Owner) enterCall(conn uint64) {
-	o.callsMu.Lock()
-	o.running[conn]++
-	o.callsMu.Unlock()
-}
-
-func (o *Owner) leaveCall(conn uint64) {
-	o.callsMu.Lock()
-	defer o.callsMu.Unlock()
-	if n := o.running[conn] - 1; n > 0 {
-		o.running[conn] = n
-		return
-	}
-	delete(o.running, conn)
-	if ch := o.drains[conn]; ch != nil {
-		close(ch)
-		delete(o.drains, conn)
-	}
-}
-
-// callsDone returns a channel closed once no handler call of conn is
-// running.
-func (o *Owner) callsDone(conn uint64) <-chan struct{} {
-	o.callsMu.Lock()
-	defer o.callsMu.Unlock()
-	if o.running[conn] == 0 {
-		return closedChan
-	}
-	ch := o.drains[conn]
-	if ch == nil {
-		ch = make(chan struct{})
-		o.drains[conn] = ch
-	}
-	return ch
-}
-
-// closedChan is a channel that is closed.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

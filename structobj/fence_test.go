@@ -425,8 +425,8 @@ func TestOwnerFenceDroppedConn(t *testing.T) {
 
 // TestOwnerFenceWaitsForCalls: a handler call of the evicted connection
 // still running (as a gather service's WRITE command scattering a chunk
-// it read into the region) keeps the space quarantined until it returns,
-// the transport's fence closed or not.
+// it read into the region) keeps the connection's fence, and so the
+// space, until it returns.
 func TestOwnerFenceWaitsForCalls(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		const n = 64 << 10
@@ -442,7 +442,7 @@ func TestOwnerFenceWaitsForCalls(t *testing.T) {
 		var once sync.Once
 		done := func() { once.Do(func() { close(finish) }) }
 		t.Cleanup(done)
-		trackedSegment{o.seg, o}.Handle(method, verbs.HandlerFunc(func(_ context.Context, _ verbs.Peer, _, resp []byte) ([]byte, error) {
+		o.seg.Handle(method, verbs.HandlerFunc(func(_ context.Context, _ verbs.Peer, _, resp []byte) ([]byte, error) {
 			close(entered)
 			<-finish // deaf to its context, as a scatter in progress is
 			return resp, nil
@@ -458,19 +458,11 @@ func TestOwnerFenceWaitsForCalls(t *testing.T) {
 		s := o.Stats()
 		require.Zero(t, s.Reservations)
 		require.Equal(t, uint64(1), s.Evictions)
-		// Over tcp the transport's fence closes once the lanes stopped; a
-		// backend whose fence waits for the connection's handlers too
-		// (shm, now) leaves it open.
+		// The transport's fence waits for the connection's handlers.
 		select {
 		case <-o.seg.Evict(conn):
-			// The owner waits for the running call now.
-			require.Eventually(t, func() bool {
-				o.callsMu.Lock()
-				defer o.callsMu.Unlock()
-				return o.drains[conn] != nil
-			}, 10*time.Second, time.Millisecond, "the owner does not wait for the connection's calls")
-		case <-time.After(2 * time.Second):
-			t.Logf("%s: the transport's fence waits for the running call", b.name)
+			t.Fatal("the fence closed while a handler call of the connection still ran")
+		case <-time.After(100 * time.Millisecond):
 		}
 		s = o.Stats()
 		require.Equal(t, 1, s.Quarantined, "a call of the connection is still running")

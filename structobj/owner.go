@@ -256,13 +256,6 @@ type Owner struct {
 	quarBytes uint64
 	quarExts  int
 
-	// callsMu guards running: the handler calls in progress, by
-	// connection (see fence.go), and drains: channels closed when a
-	// connection's count comes to zero.
-	callsMu sync.Mutex
-	running map[uint64]int
-	drains  map[uint64]chan struct{}
-
 	calls        [numMethods]methodCounters
 	failures     [numCodes]atomic.Uint64
 	expiredRes   atomic.Uint64
@@ -330,8 +323,6 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 		tomb:       make(map[uint64]uint64),
 		tombRing:   make([]uint64, 0, tombstones),
 		quar:       make(map[uint64]*quarantine),
-		running:    make(map[uint64]int),
-		drains:     make(map[uint64]chan struct{}),
 		stopSweep:  make(chan struct{}),
 		stopFences: make(chan struct{}),
 	}
@@ -364,7 +355,7 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 		o.stage = stage
 		// The service's handlers are counted too: a WRITE command of an
 		// evicted connection may still be scattering into the region.
-		svc, err := verbs.NewGatherService(verbs.ServiceConfig{Segment: trackedSegment{o.seg, o}, Exports: exports, Staging: o.stage,
+		svc, err := verbs.NewGatherService(verbs.ServiceConfig{Segment: o.seg, Exports: exports, Staging: o.stage,
 			PackWorkers: cfg.PackWorkers, Calibration: cfg.Calibration})
 		if err != nil {
 			return o, fmt.Errorf("structobj: gather service: %w", err)
@@ -402,7 +393,7 @@ func (o *Owner) Addr() string { return o.seg.Addr() }
 // handle registers a handler that counts its calls and failures.
 func (o *Owner) handle(method uint16, f func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error)) {
 	c := &o.calls[method-MethodInfo]
-	trackedSegment{o.seg, o}.Handle(method, verbs.HandlerFunc(func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
+	o.seg.Handle(method, verbs.HandlerFunc(func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
 		c.calls.Add(1)
 		out, err := f(ctx, p, req, resp)
 		if err != nil {
@@ -974,8 +965,8 @@ type OwnerStats struct {
 	// largest reservation that fits now.
 	ArenaBytes, UsedBytes, PendingBytes, RetiredBytes, FreeBytes, LargestFree uint64
 	// QuarantinedBytes is the space of Quarantined extents: expired
-	// reservations whose connection was evicted and is not fenced yet,
-	// or still has handler calls running (it may still write there). A
+	// reservations whose connection was evicted and is not fenced yet
+	// (it may still write there; its handler calls count). A
 	// connection that never lets go (an shm client frozen while it holds
 	// its mapping) keeps its extents here until it does, or until Close.
 	QuarantinedBytes uint64
