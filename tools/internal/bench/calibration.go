@@ -27,21 +27,33 @@ type CalibrationFallback struct {
 
 func (f CalibrationFallback) String() string { return f.Who + ": " + f.Reason }
 
-// ownerFallbackReason is what scatterbench knows of an owner in another
-// process (or one that does not expose its service) whose calibration
-// fell back: only that the figures it reports are the conservative ones.
+// ownerFallbackReason is what scatterbench knows of an owner that does not
+// say why its calibration fell back (the Engram server, whose service it
+// cannot reach; an owner predating the ready line's calibration_fallback):
+// only that the figures it reports are the conservative ones.
 const ownerFallbackReason = "it reports costmodel's conservative figures (ConservativeBMem, ConservativeRCopy): " +
 	"its startup calibration could not finish (the owner does not say why)"
 
 // ownerFallback returns the fallback an owner's gather capability shows:
 // costmodel.CalibrateOrFallback's conservative figures, exactly (a
 // measured calibration never lands on both), which the wire carries
-// bit for bit.
+// bit for bit. It is the inference for owners that do not say
+// (handleFallback for those that do).
 func ownerFallback(who string, info verbs.OwnerInfo) []CalibrationFallback {
 	if info.BMem == costmodel.ConservativeBMem && info.RCopy == costmodel.ConservativeRCopy {
 		return []CalibrationFallback{{Who: who, Reason: ownerFallbackReason}}
 	}
 	return nil
+}
+
+// handleFallback returns the fallback of a pass's owner: the reason the
+// owner gives (a process owner's ready line, the in-process owner's Info),
+// else what its gather capability info shows (ownerFallback).
+func handleFallback(who string, h ownerHandle, info verbs.OwnerInfo) []CalibrationFallback {
+	if reason := h.calibrationFallback(); reason != "" {
+		return []CalibrationFallback{{Who: who, Reason: reason}}
+	}
+	return ownerFallback(who, info)
 }
 
 // engineFallback returns the fallback of an engine's local calibration

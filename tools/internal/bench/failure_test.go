@@ -177,6 +177,37 @@ func TestOwnerFallback(t *testing.T) {
 	require.Empty(t, ownerFallback("owner", verbs.OwnerInfo{BMem: costmodel.ConservativeBMem, RCopy: 3.4e6}))
 }
 
+// TestHandleFallback: a pass's owner that says why its calibration fell
+// back (a process owner's ready line, calibration_fallback) is reported
+// with its reason; one that does not say is inferred from the
+// conservative figures its capability shows, as before.
+func TestHandleFallback(t *testing.T) {
+	const (
+		who    = "owner (process) gather service"
+		reason = "costmodel: calibration interrupted: context deadline exceeded"
+	)
+	conservative := verbs.OwnerInfo{BMem: costmodel.ConservativeBMem, RCopy: costmodel.ConservativeRCopy}
+	measured := verbs.OwnerInfo{BMem: 9.1e9, RCopy: 3.4e6}
+	for _, tc := range []struct {
+		name  string
+		ready string // the owner's ready line
+		info  verbs.OwnerInfo
+		want  []CalibrationFallback
+	}{
+		{"says why", `{"event":"ready","addr":"127.0.0.1:1","calibration_fallback":"` + reason + `"}`, conservative,
+			[]CalibrationFallback{{Who: who, Reason: reason}}},
+		{"measured", `{"event":"ready","addr":"127.0.0.1:1"}`, measured, nil},
+		{"does not say", `{"event":"ready","addr":"127.0.0.1:1"}`, conservative,
+			[]CalibrationFallback{{Who: who, Reason: ownerFallbackReason}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &procOwner{}
+			require.NoError(t, json.Unmarshal([]byte(tc.ready), &h.ready))
+			require.Equal(t, tc.want, handleFallback(who, h, tc.info))
+		})
+	}
+}
+
 // TestVerifyFailureDoesNotStopTheRun corrupts the first verified
 // destination only: that workload fails with a *VerifyError, the next
 // one runs and passes.
@@ -302,7 +333,7 @@ func TestSettle(t *testing.T) {
 func TestGoalsOfAFailedRun(t *testing.T) {
 	c := &Config{Modes: Modes[:3], Seed: 42, Owner: OwnerProcess}
 	r := &Runner{cfg: c}
-	fb := []CalibrationFallback{{Who: "owner (process) gather service", Reason: ownerFallbackReason}}
+	fb := []CalibrationFallback{{Who: "owner (process) gather service", Reason: "costmodel: calibration interrupted: context deadline exceeded"}}
 	ms := result("many-small", []Line{
 		{Mode: "direct", Chosen: "direct", GoodputGbps: 5, P50Ms: 40, P95Ms: 44},
 		{Mode: "gather", Chosen: "gather", GoodputGbps: 15, P50Ms: 14, P95Ms: 15},

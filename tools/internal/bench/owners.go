@@ -36,6 +36,11 @@ type ownerHandle interface {
 	addr() string
 	// desc says where the owner runs.
 	desc() string
+	// calibrationFallback is what the owner says of its gather service's
+	// packing calibration: why it uses costmodel's conservative figures,
+	// or "" when it measured them (or does not say: an owner predating
+	// the ready line's calibration_fallback).
+	calibrationFallback() string
 	// close stops the owner and returns the staging leases it leaked.
 	close() (int, error)
 }
@@ -76,8 +81,9 @@ func startInproc(ctx context.Context, s ownerSpec) (*inprocOwner, error) {
 	return h, nil
 }
 
-func (h *inprocOwner) addr() string { return h.adr }
-func (h *inprocOwner) desc() string { return "inproc" }
+func (h *inprocOwner) addr() string                { return h.adr }
+func (h *inprocOwner) desc() string                { return "inproc" }
+func (h *inprocOwner) calibrationFallback() string { return h.o.Info().CalibrationFallback }
 
 func (h *inprocOwner) close() (int, error) {
 	if h.done {
@@ -249,6 +255,9 @@ func startProcess(ctx context.Context, c *Config, s ownerSpec, link *netns.Link,
 }
 
 func (h *procOwner) addr() string { return h.adr }
+
+// calibrationFallback is the ready line's calibration_fallback.
+func (h *procOwner) calibrationFallback() string { return h.ready.CalibrationFallback }
 
 func (h *procOwner) desc() string {
 	if h.cmd == nil || h.cmd.Process == nil {
