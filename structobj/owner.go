@@ -1050,14 +1050,14 @@ func (o *Owner) release() error {
 	if o.sweepDone != nil { // the sweeper was started
 		<-o.sweepDone
 	}
-	if o.svc != nil {
-		errs = append(errs, o.svc.Close())
-	}
 	if o.seg != nil {
 		// Every connection ends, fenced (tcp: its lanes stopped; shm:
 		// the requester let go, or CloseGrace passed) before the region
-		// is given back.
+		// is given back; first, so no gather command waits on a peer.
 		errs = append(errs, o.seg.Close())
+	}
+	if o.svc != nil {
+		errs = append(errs, o.svc.Close())
 	}
 	o.fences.Wait()
 	if o.stage != nil {

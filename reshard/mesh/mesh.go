@@ -246,7 +246,8 @@ func (m *Mesh) Close() error {
 		errs = append(errs, m.reqStaging.Close())
 	}
 	for _, r := range append(append([]*Rank(nil), m.src...), m.dst...) {
-		errs = append(errs, r.svc.Close(), r.staging.Close(), r.seg.Close())
+		// The segment first: its connections end, so no command waits.
+		errs = append(errs, r.seg.Close(), r.svc.Close(), r.staging.Close())
 	}
 	errs = append(errs, m.t.Close())
 	return errors.Join(errs...)

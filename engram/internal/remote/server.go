@@ -260,18 +260,20 @@ func (s *Server) Stats() verbs.ServiceStats {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	var errs []error
-	if s.svc != nil {
-		if err := s.svc.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("remote: gather service: %w", err))
-		} else {
-			s.svc = nil
-		}
-	}
+	// The segment first: every connection ends, so no gather command
+	// waits on a peer (a stuck requester cannot hold Close).
 	if s.seg != nil {
 		if err := s.seg.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("remote: segment: %w", err))
 		} else {
 			s.seg = nil
+		}
+	}
+	if s.svc != nil {
+		if err := s.svc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("remote: gather service: %w", err))
+		} else {
+			s.svc = nil
 		}
 	}
 	if s.staging != nil {
