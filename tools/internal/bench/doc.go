@@ -71,11 +71,11 @@
 // the run goes on and says so (CalibrationFallback: who, why): the
 // engines scatterbench makes (Engine.Calibration); the in-process gather
 // services (reshard meshes, the structobj owner), which share one
-// calibration per pack-worker count measured here; and the owners whose
-// service scatterbench cannot reach (the owner process or the in-process
-// owner, the Engram server), from their gather capability: the
-// conservative figures, bit for bit as the wire carries them, say the
-// owner fell back, though not why. The table prints a "CALIBRATION
+// calibration per pack-worker count measured here; the owner process (its
+// ready line's calibration_fallback) and the in-process owner (its Info),
+// which say why; and an owner that says nothing (the Engram server), from
+// its gather capability: the conservative figures, bit for bit as the wire
+// carries them, say it fell back, though not why. The table prints a "CALIBRATION
 // FALLBACK" block, every line behind one carries calibration_fallback, and
 // the summary record lists them.
 //

@@ -161,10 +161,10 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 	if err != nil {
 		return s, &OwnerError{Owner: c.Owner, Stage: "gather info", Err: err}
 	}
-	// The owner's calibration as its gather capability shows it (the
-	// same over the wire from any process), and the engine's own (WRITE
-	// gather staging, mapped direct copies over shm).
-	s.calibration = append(ownerFallback(fmt.Sprintf("owner (%s) gather service", c.Owner), info),
+	// The owner's calibration as the owner reports it (its ready line or
+	// Info; else as its gather capability shows it), and the engine's own
+	// (WRITE gather staging, mapped direct copies over shm).
+	s.calibration = append(handleFallback(fmt.Sprintf("owner (%s) gather service", c.Owner), s.own, info),
 		engineFallback("requester engine", s.eng)...)
 	s.control = controlPlan(rand.New(rand.NewPCG(c.Seed, planSalt)), s.table.Len)
 	return s, nil

@@ -23,8 +23,8 @@ import (
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/engram"
 	"github.com/scatterkit/scatterkit/structobj"
-	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 )
 
 var (

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/planfmt"
-	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 )
 
 // gatherCmd encodes a READ gather of n random 264-byte rows of the data
