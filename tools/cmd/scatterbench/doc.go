@@ -58,6 +58,7 @@
 //	-seed N                seed of the table and the plans (default: from the clock, printed)
 //	-table-bytes N         owner table size (default 1GiB)
 //	-lanes N               tcp lanes per connection (default verbs' 4)
+//	-tcp-no-checksums      tcp frames without checksums on both sides (what the checksums cost)
 //	-json PATH             JSON lines, one per workload and mode plus one per ceiling,
 //	                       then a summary record ("-": stdout; the table then goes to stderr)
 //	-plot DIR              PNG plots: goodput-<transport>.png, stages-<transport>.png

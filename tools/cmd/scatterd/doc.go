@@ -21,6 +21,7 @@
 //	-slots N             staging slots one gather command may hold (default 8)
 //	-pack-workers N      goroutines packing one chunk (default min(GOMAXPROCS, 8))
 //	-progress-timeout D  evict a requester whose gather makes no progress for D (default 2s)
+//	-tcp-no-checksums    tcp: agree to frames without checksums with requesters that ask (trusted links)
 //	-allow-uid U,...     shm: users that may connect, read and write (default: this user only)
 //	-read-uid U,...      shm: users that may connect and only read (never given a writable export)
 //	-name NAME           discovery record name (default scatterd/PID)

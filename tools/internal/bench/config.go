@@ -13,6 +13,8 @@ import (
 	"github.com/scatterkit/scatterkit/tools/internal/netns"
 	"github.com/scatterkit/scatterkit/tools/internal/units"
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/shm"
+	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
 // Owner placements.
@@ -64,6 +66,9 @@ type Config struct {
 	Quiet         bool
 	TableBytes    int64
 	Lanes         int
+	// TCPNoChecksums runs tcp without frame checksums (verbs/tcp
+	// Config.NoChecksums on both sides), to measure what they cost.
+	TCPNoChecksums bool
 
 	// ownerCommand replaces the argv prefix that starts a process owner
 	// (default: this executable and "owner"); ownerEnv is added to its
@@ -141,6 +146,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	c.TableBytes = 1 << 30
 	fs.Var(bytesValue{&c.TableBytes}, "table-bytes", "size of the owner's data region")
 	fs.IntVar(&c.Lanes, "lanes", 0, "tcp lanes per connection (0: verbs' default)")
+	fs.BoolVar(&c.TCPNoChecksums, "tcp-no-checksums", false, "tcp frames without checksums on both sides (to measure what they cost)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -298,4 +304,13 @@ func parseModes(s string) ([]Mode, error) {
 		}
 	}
 	return out, nil
+}
+
+// newTransport returns a transport of the named kind ("tcp" or "shm") as
+// the configuration asks.
+func (c *Config) newTransport(kind string) verbs.Transport {
+	if kind == "shm" {
+		return shm.New(shm.Config{})
+	}
+	return tcp.New(tcp.Config{NoChecksums: c.TCPNoChecksums})
 }

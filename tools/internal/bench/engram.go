@@ -14,8 +14,6 @@ import (
 	"github.com/scatterkit/scatterkit/engram/snapshot"
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/shm"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
 // Engram workload kinds (Workload.Engram).
@@ -240,12 +238,7 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 	T, K, R := w.Tokens, w.Small.Count/w.Tokens, e.rowBytes
 	ids := r.engramIDs(w, e)
 	names := slices.Repeat([]string{engramTable}, K)
-	newTransport := func() verbs.Transport {
-		if transport == "shm" {
-			return shm.New(shm.Config{})
-		}
-		return tcp.New(tcp.Config{})
-	}
+	newTransport := func() verbs.Transport { return c.newTransport(transport) }
 	ownerT, reqT := newTransport(), newTransport()
 	defer func() { err = errors.Join(err, reqT.Close(), ownerT.Close()) }()
 	srv, err := e.store.Serve(engram.ServeConfig{Transport: ownerT, Addr: ownerAddr(transport), StagingBytes: c.StagingBytes})

@@ -28,6 +28,7 @@ type ownerSpec struct {
 	scratchSeed  uint64
 	stagingBytes int64
 	slots        int
+	noChecksums  bool // tcp frames without checksums (Config.TCPNoChecksums)
 }
 
 // ownerHandle is a running owner, wherever it runs.
@@ -65,7 +66,7 @@ func startInproc(ctx context.Context, s ownerSpec) (*inprocOwner, error) {
 	h := &inprocOwner{dir: discovery.NewMemory()}
 	name := recordName(s.transport)
 	var err error
-	h.o, err = owner.Start(ctx, owner.Config{Transport: s.transport, Size: s.tableBytes, Seed: s.seed,
+	h.o, err = owner.Start(ctx, owner.Config{Transport: s.transport, TCPNoChecksums: s.noChecksums, Size: s.tableBytes, Seed: s.seed,
 		Scratch: s.scratch, ScratchSeed: s.scratchSeed, StagingBytes: s.stagingBytes, StagingSlots: s.slots,
 		Directory: h.dir, Name: name, BenchControl: true})
 	if err != nil {
@@ -196,6 +197,9 @@ func startProcess(ctx context.Context, c *Config, s ownerSpec, link *netns.Link,
 		"-slots", strconv.Itoa(s.slots), "-discovery", dirPath, "-name", name, "-bench-control", "-stdin-eof", "-quiet")
 	if listen != "" {
 		argv = append(argv, "-listen", listen)
+	}
+	if s.noChecksums {
+		argv = append(argv, "-tcp-no-checksums")
 	}
 	if link != nil {
 		argv = link.Command(argv[0], argv[1:]...)

@@ -13,8 +13,6 @@ import (
 	"github.com/scatterkit/scatterkit/tools/internal/owner"
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/shm"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
 // Seeds derived from the run's seed: the owner's table is the pattern
@@ -92,7 +90,7 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 	}
 	s.dstStride = roundUp(maxRead, 4096)
 	s.writeStride = roundUp(maxWrite, 4096)
-	spec := ownerSpec{transport: p.Transport, tableBytes: c.TableBytes, seed: c.Seed,
+	spec := ownerSpec{transport: p.Transport, noChecksums: c.TCPNoChecksums, tableBytes: c.TableBytes, seed: c.Seed,
 		scratch: int64(s.writeStride) * int64(c.Callers), scratchSeed: c.Seed + scratchSalt,
 		stagingBytes: c.StagingBytes, slots: c.StagingSlots}
 	var childErr io.Writer
@@ -112,11 +110,7 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 		return s, err
 	}
 
-	if p.Transport == "shm" {
-		s.tr = shm.New(shm.Config{})
-	} else {
-		s.tr = tcp.New(tcp.Config{})
-	}
+	s.tr = c.newTransport(p.Transport)
 	if s.dst, err = s.tr.Alloc(int(s.dstStride)*c.Callers, verbs.AccessLocal|verbs.AccessRemoteWrite|verbs.AccessRemoteRead); err != nil {
 		return s, fmt.Errorf("scatterbench: destination region: %w", err)
 	}

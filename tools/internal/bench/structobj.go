@@ -10,8 +10,6 @@ import (
 	"github.com/scatterkit/scatterkit/structobj"
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/shm"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
 // Structured Object workload kinds (Workload.StructObj).
@@ -49,12 +47,7 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 	if n < structObjSelectEvery || size < 1 {
 		return res, &FlagError{Flag: "-workloads", Value: w.Name, Reason: "a structobj workload needs at least 8 members"}
 	}
-	newT := func() verbs.Transport {
-		if transport == "shm" {
-			return shm.New(shm.Config{})
-		}
-		return tcp.New(tcp.Config{})
-	}
+	newT := func() verbs.Transport { return c.newTransport(transport) }
 	ownerT, clientT := newT(), newT()
 	defer func() { err = errors.Join(err, clientT.Close(), ownerT.Close()) }()
 	payload := n * size

@@ -73,6 +73,10 @@ type Config struct {
 	// ServiceConfig.ProgressTimeout; 0: its default, 2 s).
 	ProgressTimeout time.Duration
 
+	// TCPNoChecksums lets tcp requesters that ask for it exchange frames
+	// without checksums (verbs/tcp Config.NoChecksums).
+	TCPNoChecksums bool
+
 	// AllowUIDs and ReadUIDs are the users an shm owner serves: AllowUIDs
 	// may read and write its exports (as their access allows), ReadUIDs
 	// only read them (they are not given a writable export at all). Both

@@ -142,6 +142,7 @@ func parse(name string, args []string, out io.Writer) (options, error) {
 	fs.Var(byteFlag{&c.StagingBytes}, "staging", "gather service staging pool size (default 64MiB)")
 	fs.IntVar(&c.StagingSlots, "slots", DefaultStagingSlots, "staging slots (chunks in flight) one gather command may hold")
 	fs.IntVar(&c.PackWorkers, "pack-workers", 0, "goroutines packing one chunk (0: min(GOMAXPROCS, 8))")
+	fs.BoolVar(&c.TCPNoChecksums, "tcp-no-checksums", false, "tcp: agree to frames without checksums with requesters that ask (trusted links only)")
 	fs.DurationVar(&c.ProgressTimeout, "progress-timeout", 0, "evict a requester whose gather command makes no progress for this long (0: 2s)")
 	fs.Var(uidsFlag{&c.AllowUIDs}, "allow-uid", "shm: comma-separated user ids that may connect, read and write (default: the owner's own user only)")
 	fs.Var(uidsFlag{&c.ReadUIDs}, "read-uid", "shm: comma-separated user ids that may connect and only read")

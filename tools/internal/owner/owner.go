@@ -92,7 +92,7 @@ func Start(ctx context.Context, cfg Config) (o *Owner, err error) {
 	}()
 	switch cfg.Transport {
 	case TransportTCP:
-		o.tr = tcp.New(tcp.Config{})
+		o.tr = tcp.New(tcp.Config{NoChecksums: cfg.TCPNoChecksums})
 	default:
 		o.tr = shm.New(shm.Config{})
 	}
