@@ -177,8 +177,11 @@ type Engine struct {
 	cfg EngineConfig
 
 	calMu sync.Mutex
-	calOK bool
-	local costmodel.Calibration // for WRITE gather and mapped direct
+
+	watchMu sync.Mutex
+	watch   abortWatch // the abort fence's operations (abort.go)
+	calOK   bool
+	local   costmodel.Calibration // for WRITE gather and mapped direct
 
 	// Mapped direct copies: rows over pack's workers, spans over the
 	// crew (both nil when CopyWorkers is 1).

@@ -100,7 +100,11 @@ func classify(err error) Fallback {
 func (op *Operation) call(cmd []byte, st *ownerStats) (time.Duration, []byte, error) {
 	stage.Begin(op.id, stage.Control)
 	t := time.Now()
-	resp, err := op.cs.conn.Call(op.callCtx, MethodGather, cmd, op.respBuf[:0])
+	// The call ends with the engine or the Conn, not with the operation's
+	// context: once that ends, the owner may still be writing the
+	// destination, so the abort fence (abort.go) ends the call by closing
+	// the Conn if it has not answered within AbortGrace.
+	resp, err := op.cs.conn.Call(op.e.ctx, MethodGather, cmd, op.respBuf[:0])
 	d := time.Since(t)
 	stage.End(op.id, stage.Control, uint64(len(cmd)))
 	if cap(resp) > cap(op.respBuf) {

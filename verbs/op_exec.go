@@ -48,15 +48,14 @@ type Operation struct {
 	cmd               planfmt.Command
 	cmdBuf, respBuf   []byte
 
-	// callCtx is what gather calls run under: ctx without its end, which
-	// the abort fence handles instead (see watchAbort).
-	callCtx   context.Context
-	stopWatch func() bool // stops the abort watch (nil: ctx cannot end)
+	// The abort fence (abort.go): the operation's slot in the engine's
+	// watch list (-1: not watched), when the watchdog saw its context
+	// end, and whether the watchdog closed the Conn (under op.mu).
+	watchIdx int
+	endedAt  time.Time
+	fenced   bool
 
 	mu        sync.Mutex
-	completed bool        // complete ran (under mu)
-	fence     *time.Timer // the abort fence armed by the context's end
-	fenced    bool        // the fence closed the Conn
 	parts     int
 	err       error
 	gatherErr error
@@ -70,7 +69,6 @@ type Operation struct {
 // reset drops references so an idle state pins nothing of the caller.
 func (op *Operation) reset() {
 	op.cs, op.ctx, op.sop, op.mapper = nil, nil, ScatterOp{}, nil
-	op.callCtx, op.stopWatch = nil, nil
 	op.primary.resetSpans()
 	op.fallback.resetSpans()
 	op.primary.op, op.fallback.op = nil, nil
@@ -191,11 +189,9 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 
 	op := e.getOp()
 	op.cs, op.ctx, op.sop, op.t0 = cs, ctx, *sop, t0
-	op.mu.Lock() // a late abort watch of the state's previous operation compares ids
 	op.id = markIDs.Add(1)
-	op.completed, op.fence, op.fenced = false, nil, false
-	op.mu.Unlock()
-	op.watchAbort()
+	op.fenced = false
+	e.watchAbort(op)
 	op.fb, op.lastData = FallbackNone, time.Time{}
 	op.trace = Trace{OpID: op.id, Start: t0}
 	if m, ok := sop.Conn.(Mapper); ok && !e.cfg.PostOnMapped {
@@ -220,42 +216,6 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 	stage.End(op.id, stage.Plan, 0)
 	op.launch(inline)
 	return op, nil
-}
-
-// watchAbort arms the abort fence: when the operation's context ends
-// before it completes, its transfers in flight get AbortGrace to finish,
-// then the Conn is closed to end them. A context that cannot end costs
-// nothing here (and allocates nothing).
-func (op *Operation) watchAbort() {
-	op.callCtx = op.ctx
-	if op.ctx.Done() == nil {
-		return
-	}
-	op.callCtx = context.WithoutCancel(op.ctx)
-	id := op.id
-	op.stopWatch = context.AfterFunc(op.ctx, func() {
-		op.mu.Lock()
-		defer op.mu.Unlock()
-		if op.id != id || op.completed {
-			return
-		}
-		op.fence = time.AfterFunc(op.e.cfg.AbortGrace, func() { op.closeToFence(id) })
-	})
-}
-
-// closeToFence closes the Conn of operation id if it is still running: its
-// direct requests complete with ErrClosed, its gather call ends, and
-// nothing of it can land any more.
-func (op *Operation) closeToFence(id uint64) {
-	op.mu.Lock()
-	if op.id != id || op.completed {
-		op.mu.Unlock()
-		return
-	}
-	op.fenced = true
-	conn := op.cs.conn
-	op.mu.Unlock()
-	_ = conn.Close()
 }
 
 // decide picks the mode (and for gather the chunk size and slots).
@@ -614,14 +574,8 @@ func (op *Operation) gatherDone(err error, fb Fallback) {
 // complete publishes the result.
 func (op *Operation) complete() {
 	stage.Begin(op.id, stage.Complete)
-	if op.stopWatch != nil {
-		op.stopWatch()
-	}
+	op.e.unwatchAbort(op)
 	op.mu.Lock()
-	op.completed = true
-	if op.fence != nil {
-		op.fence.Stop()
-	}
 	if op.fenced {
 		op.err = fmt.Errorf("%w; its transfers were still in flight %v later, so the engine closed the connection to end them: %w",
 			op.ctx.Err(), op.e.cfg.AbortGrace, ErrClosed)
