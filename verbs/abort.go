@@ -5,12 +5,12 @@ import "time"
 // The abort fence. An operation whose context ends stops posting, but its
 // transfers in flight (direct requests, a gather command the owner runs)
 // may still land in the caller's memory, so it cannot simply return. The
-// engine's watchdog looks at the operations whose context can end; one
+// engine's watchdog looks at the running operations; one
 // whose context has ended and that is still running AbortGrace later has
 // its Conn closed, which ends everything in flight on it (the transports
 // complete outstanding requests with ErrClosed only after nothing more
 // can land), and the operation fails. The watch costs an operation two
-// short critical sections, and nothing when its context cannot end.
+// short critical sections.
 
 // abortWatch is the engine's list of watched operations.
 type abortWatch struct {
@@ -18,12 +18,10 @@ type abortWatch struct {
 	started bool         // the watchdog runs
 }
 
-// watchAbort adds op to the watch list if its context can end.
+// watchAbort adds op to the watch list. Every operation goes on it: to
+// ask whether its context can end (Done) would make a cancelable
+// context allocate its channel, per operation.
 func (e *Engine) watchAbort(op *Operation) {
-	op.watchIdx = -1
-	if op.ctx.Done() == nil {
-		return
-	}
 	op.endedAt = time.Time{}
 	e.watchMu.Lock()
 	op.watchIdx = len(e.watch.ops)

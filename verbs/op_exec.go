@@ -49,8 +49,8 @@ type Operation struct {
 	cmdBuf, respBuf   []byte
 
 	// The abort fence (abort.go): the operation's slot in the engine's
-	// watch list (-1: not watched), when the watchdog saw its context
-	// end, and whether the watchdog closed the Conn (under op.mu).
+	// watch list (-1: off it), when the watchdog saw its context end,
+	// and whether the watchdog closed the Conn (under op.mu).
 	watchIdx int
 	endedAt  time.Time
 	fenced   bool
@@ -191,7 +191,6 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 	op.cs, op.ctx, op.sop, op.t0 = cs, ctx, *sop, t0
 	op.id = markIDs.Add(1)
 	op.fenced = false
-	e.watchAbort(op)
 	op.fb, op.lastData = FallbackNone, time.Time{}
 	op.trace = Trace{OpID: op.id, Start: t0}
 	if m, ok := sop.Conn.(Mapper); ok && !e.cfg.PostOnMapped {
@@ -214,6 +213,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 	}
 	op.trace.Plan = time.Since(t0)
 	stage.End(op.id, stage.Plan, 0)
+	e.watchAbort(op) // from here on the operation ends in complete
 	op.launch(inline)
 	return op, nil
 }
