@@ -50,7 +50,8 @@ func (s *Set) Len() (segs, conns int) {
 	return len(s.segs), len(s.conns)
 }
 
-// Close closes every connection, then every segment (their close errors
+// Close closes every connection, then every segment, each group at once
+// (their close errors
 // are dropped: the transport is going away). It returns false, doing
 // nothing, if Close ran before.
 func (s *Set) Close() bool {
@@ -69,11 +70,15 @@ func (s *Set) Close() bool {
 		conns = append(conns, x)
 	}
 	s.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
+	// At once: a close may wait on its peer (shm: up to its close grace).
+	closeAll := func(cs []io.Closer) {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Go(func() { _ = c.Close() })
+		}
+		wg.Wait()
 	}
-	for _, sg := range segs {
-		_ = sg.Close()
-	}
+	closeAll(conns)
+	closeAll(segs)
 	return true
 }
