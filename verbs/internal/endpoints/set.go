@@ -51,9 +51,8 @@ func (s *Set) Len() (segs, conns int) {
 }
 
 // Close closes every connection, then every segment, each group at once
-// (their close errors
-// are dropped: the transport is going away). It returns false, doing
-// nothing, if Close ran before.
+// (their close errors are dropped: the transport is going away). It
+// returns false, doing nothing, if Close ran before.
 func (s *Set) Close() bool {
 	s.mu.Lock()
 	if s.closed {
