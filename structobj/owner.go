@@ -353,8 +353,6 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 			return o, fmt.Errorf("structobj: gather staging: %w", err)
 		}
 		o.stage = stage
-		// The service's handlers are counted too: a WRITE command of an
-		// evicted connection may still be scattering into the region.
 		svc, err := verbs.NewGatherService(verbs.ServiceConfig{Segment: o.seg, Exports: exports, Staging: o.stage,
 			PackWorkers: cfg.PackWorkers, Calibration: cfg.Calibration})
 		if err != nil {
