@@ -22,8 +22,8 @@ type abortWatch struct {
 // ask whether its context can end (Done) would make a cancelable
 // context allocate its channel, per operation.
 func (e *Engine) watchAbort(op *Operation) {
-	op.endedAt = time.Time{}
 	e.watchMu.Lock()
+	op.endedAt = time.Time{}
 	op.watchIdx = len(e.watch.ops)
 	e.watch.ops = append(e.watch.ops, op)
 	if !e.watch.started {
@@ -36,10 +36,11 @@ func (e *Engine) watchAbort(op *Operation) {
 
 // unwatchAbort takes op off the list (it completed).
 func (e *Engine) unwatchAbort(op *Operation) {
+	e.watchMu.Lock() // watchIdx moves when another operation leaves
 	if op.watchIdx < 0 {
+		e.watchMu.Unlock()
 		return
 	}
-	e.watchMu.Lock()
 	last := len(e.watch.ops) - 1
 	moved := e.watch.ops[last]
 	e.watch.ops[op.watchIdx] = moved

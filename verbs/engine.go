@@ -379,7 +379,7 @@ func (e *Engine) getOp() *Operation {
 		return op
 	}
 	e.mu.Unlock()
-	return &Operation{e: e, done: make(chan struct{}, 1)}
+	return &Operation{e: e, done: make(chan struct{}, 1), watchIdx: -1}
 }
 
 // putOp keeps op for reuse.

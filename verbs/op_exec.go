@@ -49,8 +49,9 @@ type Operation struct {
 	cmdBuf, respBuf   []byte
 
 	// The abort fence (abort.go): the operation's slot in the engine's
-	// watch list (-1: off it), when the watchdog saw its context end,
-	// and whether the watchdog closed the Conn (under op.mu).
+	// watch list (-1: off it) and when the watchdog saw its context end
+	// (both under the engine's watchMu), and whether the watchdog closed
+	// the Conn (under op.mu).
 	watchIdx int
 	endedAt  time.Time
 	fenced   bool
