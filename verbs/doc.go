@@ -198,6 +198,15 @@
 // fails with an [*OpError]: there is no partial success. Result.Fallback
 // and [EngineStats] count the reasons.
 //
+// Abort fence: an operation whose context ends stops posting, but what it
+// has in flight (direct requests, a gather command the owner is running)
+// could still land in the caller's memory. It gets EngineConfig.AbortGrace
+// to finish; then one engine watchdog closes its Conn, which ends it all
+// (the transports complete the requests in flight with ErrClosed only once
+// nothing more can land), and the operation fails with the context's error
+// and ErrClosed. So Do returns in bounded time however the network
+// behaves, and nothing of an operation lands after it returned.
+//
 // Trace: each Result carries a [Trace]: plan, call and control, the owner's
 // decode, pack (or scatter) and fill, the bulk window and the completion
 // tail, with [Trace.Goodput] (payload over the full API time) and
