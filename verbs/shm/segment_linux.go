@@ -155,16 +155,11 @@ func (sg *segment) handler(method uint16) verbs.Handler { return sg.handlers.Get
 // Evict implements verbs.Segment: the session fails, and its fence
 // closes once the requester has closed its end of the socket.
 func (sg *segment) Evict(connID uint64) <-chan struct{} {
-	s, ok := sg.sessions.Get(connID)
-	if !ok {
-		return closedFence
-	}
-	s.fail(errEvicted)
-	return s.fenced
+	return sg.sessions.Evict(connID, func(s *session) <-chan struct{} {
+		s.fail(errEvicted)
+		return s.fenced
+	})
 }
-
-// closedFence is the fence of a connection that is not open.
-var closedFence = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // errEvicted ends an evicted session.
 var errEvicted = fmt.Errorf("shm: connection evicted by the owner: %w", verbs.ErrClosed)

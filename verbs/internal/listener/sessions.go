@@ -61,6 +61,21 @@ func (ss *Sessions[S]) Get(id uint64) (S, bool) {
 	return s, ok
 }
 
+// Evict ends the session with connection id id with evict, which fails it
+// and returns its fence (see verbs.Segment.Evict); a connection that is
+// not in the set (never was, or was fenced and forgotten) gets a closed
+// channel.
+func (ss *Sessions[S]) Evict(id uint64, evict func(S) <-chan struct{}) <-chan struct{} {
+	s, ok := ss.Get(id)
+	if !ok {
+		return closedFence
+	}
+	return evict(s)
+}
+
+// closedFence is the fence of a connection that is not open.
+var closedFence = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Remove forgets the session with connection id id (if any).
 func (ss *Sessions[S]) Remove(id uint64) {
 	ss.mu.Lock()
