@@ -198,6 +198,8 @@ const (
 	DefaultPeerQueueDepth = 256  // ListenOptions.QueueDepth
 	DefaultMaxCalls       = 64   // ListenOptions.MaxCalls
 	DefaultMaxSessions    = 1024 // ListenOptions.MaxSessions
+	DefaultMaxSegLanes    = 1024 // ListenOptions.MaxSegmentLanes
+	DefaultMaxHandshakes  = 64   // ListenOptions.MaxHandshakes
 	DefaultMaxCallBytes   = 256 << 20
 	DefaultMaxConnCall    = 64 << 20 // ListenOptions.MaxConnCallBytes
 	MaxQueueDepth         = 1 << 20
@@ -238,8 +240,14 @@ type ListenOptions struct {
 	// requester beyond it is refused (its Connect fails with
 	// ErrNotAdmitted) until one ends. MaxLanes bounds the lanes (tcp
 	// connections) of one connection (0: the package's MaxLanes, 64); a
-	// requester asking more is refused.
-	MaxSessions, MaxLanes int
+	// requester asking more is refused. MaxSegmentLanes bounds the lanes
+	// of all its connections together (0: DefaultMaxSegLanes; each lane
+	// holds its buffers), and a requester whose lanes would pass it is
+	// refused too. MaxHandshakes bounds the handshakes in progress (0:
+	// DefaultMaxHandshakes): past it the segment stops accepting until
+	// one ends (each ends within the transport's handshake timeout), so
+	// connections that never say HELLO hold no more than that.
+	MaxSessions, MaxLanes, MaxSegmentLanes, MaxHandshakes int
 	// MaxCallBytes bounds the bytes of call requests the segment holds at
 	// once, waiting or running, over all its connections (0:
 	// DefaultMaxCallBytes, 256 MiB), and MaxConnCallBytes those of one

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
 	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
 	"github.com/scatterkit/scatterkit/verbs/internal/listener"
@@ -36,6 +37,7 @@ type segment struct {
 	handlers  listener.Handlers
 	sessions  *listener.Sessions[*session]
 	callBytes listener.CallBytes // call requests held over all sessions
+	keep      calls.KeepBudget   // call buffers the sessions' idle pools keep
 }
 
 var _ verbs.Segment = (*segment)(nil)
@@ -58,8 +60,8 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	if err != nil {
 		return nil, fmt.Errorf("shm: listen: %w", err)
 	}
-	sg := &segment{t: t, addr: addr, opts: opts, pins: pins, sessions: listener.NewSessions[*session](opts.MaxSessions),
-		callBytes: listener.CallBytes{Limit: opts.MaxCallBytes}}
+	sg := &segment{t: t, addr: addr, opts: opts, pins: pins, sessions: listener.NewSessions[*session](opts.MaxSessions, opts.MaxHandshakes),
+		callBytes: listener.CallBytes{Limit: opts.MaxCallBytes}, keep: calls.KeepBudget{Limit: listener.KeepCallBuffers}}
 	for _, x := range exports {
 		sg.infos = append(sg.infos, x.Region.Info(x.Name))
 	}
@@ -231,6 +233,7 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 	s.admit = make(chan struct{}, maxWaitingCalls*sg.opts.MaxCalls)
 	s.startWorkers(sg.opts.MaxCalls)
 	s.callBytes.Limit = sg.opts.MaxConnCallBytes
+	s.jobs.Keep = &sg.keep
 	if err := sg.sessions.Add(s, &s.id); err != nil {
 		m.unmap(verbs.ErrClosed)
 		s.cancel()

@@ -169,6 +169,7 @@ func (s *session) finalize() {
 		s.t.reg.Unpin(pinned)
 	}
 	if s.seg != nil {
+		s.jobs.Drain()
 		s.seg.forget(s)
 	}
 	close(s.dead)

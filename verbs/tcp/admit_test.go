@@ -1,8 +1,11 @@
 package tcp_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -158,4 +161,84 @@ func TestChecksumsNegotiated(t *testing.T) {
 			require.NotEqual(t, reg.Bytes(), local.Bytes(), "the damage went unnoticed, as NoChecksums allows")
 		})
 	}
+}
+
+// TestSegmentLanes: the lanes of all connections together are bounded; a
+// requester whose lanes would pass the bound is refused with the reason,
+// and a closed connection gives its lanes back.
+func TestSegmentLanes(t *testing.T) {
+	owner := tcp.New(tcp.Config{})
+	defer owner.Close()
+	req := tcp.New(tcp.Config{})
+	defer req.Close()
+	reg, err := owner.Alloc(4096, verbs.AccessRemoteRead)
+	require.NoError(t, err)
+	seg, err := owner.Listen("127.0.0.1:0", []verbs.Export{{Name: "a", Region: reg}}, verbs.ListenOptions{MaxSegmentLanes: 4})
+	require.NoError(t, err)
+	defer seg.Close()
+	a, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 2})
+	require.NoError(t, err)
+	b, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 2})
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 1})
+	require.ErrorIs(t, err, verbs.ErrNotAdmitted)
+	require.ErrorContains(t, err, "serves 4 of at most 4")
+	require.NoError(t, a.Close())
+	require.Eventually(t, func() bool {
+		c, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 2})
+		if err != nil {
+			return false
+		}
+		return c.Close() == nil
+	}, 10*time.Second, 5*time.Millisecond, "the closed connection's lanes never came back")
+}
+
+// TestHandshakesBounded: connections that never say HELLO hold at most
+// MaxHandshakes handshakes; the next requester waits (it is not accepted
+// meanwhile) and gets in once one of them times out; a segment Close ends
+// the handshakes in progress at once, not at their timeout.
+func TestHandshakesBounded(t *testing.T) {
+	owner := tcp.New(tcp.Config{HandshakeTimeout: 500 * time.Millisecond})
+	defer owner.Close()
+	req := tcp.New(tcp.Config{})
+	defer req.Close()
+	reg, err := owner.Alloc(4096, verbs.AccessRemoteRead)
+	require.NoError(t, err)
+	seg, err := owner.Listen("127.0.0.1:0", []verbs.Export{{Name: "a", Region: reg}}, verbs.ListenOptions{MaxHandshakes: 2})
+	require.NoError(t, err)
+	silent := func() net.Conn {
+		nc, err := net.Dial("tcp", seg.Addr())
+		require.NoError(t, err)
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	silent()
+	silent()
+	time.Sleep(50 * time.Millisecond) // both accepted and waiting for HELLO
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	_, err = req.Connect(ctx, seg.Addr(), verbs.ConnectOptions{Lanes: 1})
+	cancel()
+	require.Error(t, err, "a third handshake ran while two were in progress")
+	c, err := req.Connect(verbstest.Context(t), seg.Addr(), verbs.ConnectOptions{Lanes: 1})
+	require.NoError(t, err, "admitted once a silent handshake timed out")
+	require.NoError(t, c.Close())
+
+	// Close with silent handshakes in progress.
+	slow := tcp.New(tcp.Config{HandshakeTimeout: time.Hour})
+	defer slow.Close()
+	reg2, err := slow.Alloc(4096, verbs.AccessRemoteRead)
+	require.NoError(t, err)
+	seg2, err := slow.Listen("127.0.0.1:0", []verbs.Export{{Name: "a", Region: reg2}}, verbs.ListenOptions{MaxHandshakes: 2})
+	require.NoError(t, err)
+	for range 3 {
+		nc, err := net.Dial("tcp", seg2.Addr())
+		require.NoError(t, err)
+		defer nc.Close()
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	require.NoError(t, seg2.Close())
+	require.Less(t, time.Since(start), 5*time.Second, "Close waited for handshakes that never end")
+	require.NoError(t, seg.Close())
 }

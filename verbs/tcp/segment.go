@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
 	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
 	"github.com/scatterkit/scatterkit/verbs/internal/listener"
@@ -31,6 +33,8 @@ type segment struct {
 	handlers  listener.Handlers
 	sessions  *listener.Sessions[*session]
 	callBytes listener.CallBytes // call requests held over all sessions
+	keep      calls.KeepBudget   // call buffers the sessions' idle pools keep
+	lanes     atomic.Int64       // lanes of all sessions (MaxSegmentLanes)
 }
 
 var _ verbs.Segment = (*segment)(nil)
@@ -68,8 +72,8 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 		return nil, fmt.Errorf("tcp: listen %s: %w", addr, err)
 	}
 	sg := &segment{t: t, ln: ln, addr: ln.Addr().String(), opts: opts, pins: pins, probe: probeInfo,
-		table: regtab.NewTable(entries), sessions: listener.NewSessions[*session](opts.MaxSessions),
-		callBytes: listener.CallBytes{Limit: opts.MaxCallBytes}}
+		table: regtab.NewTable(entries), sessions: listener.NewSessions[*session](opts.MaxSessions, opts.MaxHandshakes),
+		callBytes: listener.CallBytes{Limit: opts.MaxCallBytes}, keep: calls.KeepBudget{Limit: listener.KeepCallBuffers}}
 	sg.infos = sg.table.Infos()
 	if err := t.open.AddSegment(sg); err != nil {
 		_ = ln.Close()
@@ -182,6 +186,17 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	if int(hello.Lanes) > sg.opts.MaxLanes {
 		return refuse(fmt.Errorf("tcp: %s asks %d lanes, at most %d: %w", peer, hello.Lanes, sg.opts.MaxLanes, verbs.ErrNotAdmitted))
 	}
+	if n := sg.lanes.Add(int64(hello.Lanes)); n > int64(sg.opts.MaxSegmentLanes) {
+		sg.lanes.Add(-int64(hello.Lanes))
+		return refuse(fmt.Errorf("tcp: %s asks %d lanes, the segment serves %d of at most %d: %w",
+			peer, hello.Lanes, n-int64(hello.Lanes), sg.opts.MaxSegmentLanes, verbs.ErrNotAdmitted))
+	}
+	lanesTaken := true // given back below unless the session takes them over
+	defer func() {
+		if lanesTaken {
+			sg.lanes.Add(-int64(hello.Lanes))
+		}
+	}()
 	granted, err := verbs.Admit(sg.opts.Admit, verbs.PeerIdentity{Transport: "tcp", Addr: peer})
 	if err != nil {
 		return refuse(err)
@@ -211,6 +226,7 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	}
 	s.token = binary.LittleEndian.Uint64(tok[:]) | 1
 	s.callBytes.Limit = sg.opts.MaxConnCallBytes
+	s.jobs.Keep = &sg.keep
 	if err := sg.sessions.Add(s, &s.id); err != nil {
 		s.cancel()
 		if errors.Is(err, verbs.ErrNotAdmitted) {
@@ -218,6 +234,8 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 		}
 		return err
 	}
+	s.laneShare.Store(int64(hello.Lanes)) // the session gives them back when it ends
+	lanesTaken = false
 
 	w := frame.Hello{Lanes: hello.Lanes, QueueDepth: uint32(sg.opts.QueueDepth), ConnID: s.id, Token: s.token,
 		ProbeKey: sg.probe.Key, ProbeLen: sg.probe.Len, Regions: infos}
@@ -228,6 +246,7 @@ func (sg *segment) acceptHello(nc *net.TCPConn, rd *frame.Reader, h *frame.Heade
 	if _, err := nc.Write(out); err != nil {
 		sg.forget(s)
 		s.cancel()
+		s.giveBack()
 		return handshake.Err("tcp", peer, err)
 	}
 	_ = nc.SetDeadline(time.Time{})

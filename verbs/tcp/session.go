@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/calls"
@@ -50,6 +51,7 @@ type session struct {
 	admit chan struct{} // owner: bounds outstanding calls
 
 	callBytes listener.CallBytes // owner: bytes of call requests held
+	laneShare atomic.Int64       // owner: lanes taken from the segment's MaxSegmentLanes
 	checked   bool               // frames after the handshake carry checksums
 
 	peerState // owner: pooled Peers, call jobs and handler workers
@@ -182,10 +184,20 @@ func (s *session) finalize() {
 		// A handler may still copy what the connection sent (a gather
 		// WRITE scattering a chunk it read): fenced once they returned.
 		s.hwg.Wait()
+		s.giveBack()
 		s.seg.forget(s)
 	}
 	close(s.fenced)
 	close(s.dead)
+}
+
+// giveBack returns what an owner session took from its segment: its lanes
+// and its idle call buffers. It is idempotent.
+func (s *session) giveBack() {
+	if n := s.laneShare.Swap(0); n != 0 {
+		s.seg.lanes.Add(-n)
+	}
+	s.jobs.Drain()
 }
 
 // close ends the session and waits until it is finalized.

@@ -3,6 +3,7 @@ package calls
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
@@ -30,11 +31,36 @@ type Job[V any] struct {
 }
 
 // Jobs is a connection's pool of idle Jobs. The zero value is empty and
-// ready to use.
+// ready to use. Keep, when set (before use), is the budget of buffer bytes
+// that the pools of a whole segment may keep between calls: a job put back
+// whose buffers do not fit goes back without them, so however many
+// connections a peer opens, what their idle pools hold stays within it.
 type Jobs[V any] struct {
+	Keep *KeepBudget
+
 	mu   sync.Mutex
 	free []*Job[V]
 }
+
+// KeepBudget is the shared budget of Jobs pools' idle buffers.
+type KeepBudget struct {
+	Limit int64
+	used  atomic.Int64
+}
+
+// Used returns the bytes kept now.
+func (k *KeepBudget) Used() int64 { return k.used.Load() }
+
+func (k *KeepBudget) take(n int64) bool {
+	if k.used.Add(n) > k.Limit {
+		k.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// kept is what j's buffers count against a KeepBudget.
+func kept[V any](j *Job[V]) int64 { return int64(cap(j.Req) + cap(j.Resp)) }
 
 // Get returns an idle job (or a new one) with a request buffer of n bytes.
 func (p *Jobs[V]) Get(n int) *Job[V] {
@@ -44,6 +70,9 @@ func (p *Jobs[V]) Get(n int) *Job[V] {
 		j = p.free[k-1]
 		p.free[k-1] = nil
 		p.free = p.free[:k-1]
+		if p.Keep != nil {
+			p.Keep.used.Add(-kept(j))
+		}
 	}
 	p.mu.Unlock()
 	if j == nil {
@@ -65,10 +94,28 @@ func (p *Jobs[V]) Put(j *Job[V]) {
 		j.Req = nil
 	}
 	p.mu.Lock()
-	if len(p.free) < keepJobs {
-		p.free = append(p.free, j)
+	defer p.mu.Unlock()
+	if len(p.free) >= keepJobs {
+		return
 	}
-	p.mu.Unlock()
+	if p.Keep != nil && !p.Keep.take(kept(j)) {
+		j.Req, j.Resp = nil, nil // the segment keeps enough: the job goes back bare
+	}
+	p.free = append(p.free, j)
+}
+
+// Drain empties the pool (its connection ended), giving its buffers back
+// to the Keep budget.
+func (p *Jobs[V]) Drain() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, j := range p.free {
+		if p.Keep != nil {
+			p.Keep.used.Add(-kept(j))
+		}
+		p.free[i] = nil
+	}
+	p.free = nil
 }
 
 // KeepResp makes resp, which a handler returned for j (and which has been

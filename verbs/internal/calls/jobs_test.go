@@ -76,3 +76,30 @@ func TestReply(t *testing.T) {
 		})
 	}
 }
+
+// TestJobsKeepBudget: idle jobs keep their buffers only within the shared
+// budget (a job past it goes back bare), taking a job gives its buffers'
+// share back, and Drain gives back everything its pool kept.
+func TestJobsKeepBudget(t *testing.T) {
+	keep := &KeepBudget{Limit: 3 << 10}
+	var a, b Jobs[int]
+	a.Keep, b.Keep = keep, keep
+	j1, j2 := a.Get(1<<10), b.Get(1<<10)
+	j1.Resp, j2.Resp = make([]byte, 0, 512), make([]byte, 0, 512)
+	a.Put(j1) // 1.5 KiB kept
+	b.Put(j2) // 1.5 KiB more: 3 KiB, at the limit
+	require.Equal(t, int64(3<<10), keep.Used())
+	j3 := a.Get(1 << 10) // j1 again: its share goes back
+	require.Same(t, j1, j3)
+	require.Equal(t, int64(1536), keep.Used())
+	j3.Req = make([]byte, 2<<10) // grown past what fits now
+	a.Put(j3)
+	require.Equal(t, int64(1536), keep.Used(), "a job past the budget goes back bare")
+	j4 := a.Get(8)
+	require.Same(t, j1, j4)
+	require.Len(t, j4.Req, 8, "a bare job gets a fresh request buffer")
+	a.Put(j4)
+	b.Drain()
+	a.Drain()
+	require.Zero(t, keep.Used())
+}

@@ -7,6 +7,11 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 )
 
+// KeepCallBuffers is the most bytes of call buffers (requests and
+// responses) that the idle pools of one segment's sessions keep between
+// calls (calls.Jobs.Keep): past it a call's buffers go back to the GC.
+const KeepCallBuffers = 64 << 20
+
 // CallBytes bounds the bytes of call requests held at once: a segment
 // has one over all its connections and each connection one of its own.
 // The zero value holds nothing; set Limit before use.

@@ -42,8 +42,9 @@ func TestCheckOptions(t *testing.T) {
 		err     error
 	}{
 		{"defaults", one, verbs.ListenOptions{}, withLimits(verbs.ListenOptions{QueueDepth: verbs.DefaultPeerQueueDepth, MaxCalls: verbs.DefaultMaxCalls}), nil},
-		{"kept", one, verbs.ListenOptions{QueueDepth: 7, MaxCalls: 3, MaxSessions: 2, MaxLanes: 1, MaxCallBytes: 5, MaxConnCallBytes: 4},
-			verbs.ListenOptions{QueueDepth: 7, MaxCalls: 3, MaxSessions: 2, MaxLanes: 1, MaxCallBytes: 5, MaxConnCallBytes: 4}, nil},
+		{"kept", one, verbs.ListenOptions{QueueDepth: 7, MaxCalls: 3, MaxSessions: 2, MaxLanes: 1, MaxSegmentLanes: 3, MaxHandshakes: 2, MaxCallBytes: 5, MaxConnCallBytes: 4},
+			verbs.ListenOptions{QueueDepth: 7, MaxCalls: 3, MaxSessions: 2, MaxLanes: 1, MaxSegmentLanes: 3, MaxHandshakes: 2, MaxCallBytes: 5, MaxConnCallBytes: 4}, nil},
+		{"negative-handshakes", one, verbs.ListenOptions{MaxHandshakes: -1}, verbs.ListenOptions{}, verbs.ErrInvalid},
 		{"max-depth", nil, verbs.ListenOptions{QueueDepth: verbs.MaxQueueDepth, MaxCalls: 1},
 			withLimits(verbs.ListenOptions{QueueDepth: verbs.MaxQueueDepth, MaxCalls: 1}), nil},
 		{"negative-sessions", one, verbs.ListenOptions{MaxSessions: -1}, verbs.ListenOptions{}, verbs.ErrInvalid},
@@ -70,6 +71,7 @@ func TestCheckOptions(t *testing.T) {
 // withLimits sets the default session and call limits.
 func withLimits(o verbs.ListenOptions) verbs.ListenOptions {
 	o.MaxSessions, o.MaxLanes = verbs.DefaultMaxSessions, verbs.MaxLanes
+	o.MaxSegmentLanes, o.MaxHandshakes = verbs.DefaultMaxSegLanes, verbs.DefaultMaxHandshakes
 	o.MaxCallBytes, o.MaxConnCallBytes = verbs.DefaultMaxCallBytes, verbs.DefaultMaxConnCall
 	return o
 }
@@ -130,7 +132,7 @@ type sess struct {
 }
 
 func TestSessions(t *testing.T) {
-	ss := NewSessions[*sess](1024)
+	ss := NewSessions[*sess](1024, 64)
 	a, b := &sess{}, &sess{}
 	require.NoError(t, ss.Add(a, &a.id))
 	require.NoError(t, ss.Add(b, &b.id))
@@ -162,7 +164,7 @@ func TestSessions(t *testing.T) {
 }
 
 func TestSessionsIDsDiffer(t *testing.T) {
-	x, y := NewSessions[*sess](1024), NewSessions[*sess](1024)
+	x, y := NewSessions[*sess](1024, 64), NewSessions[*sess](1024, 64)
 	a, b := &sess{}, &sess{}
 	require.NoError(t, x.Add(a, &a.id))
 	require.NoError(t, y.Add(b, &b.id))
@@ -188,7 +190,7 @@ func TestSessionsCloseError(t *testing.T) {
 		{"failed", boom, boom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ss := NewSessions[*sess](1024)
+			ss := NewSessions[*sess](1024, 64)
 			first, err := ss.Close(&closer{err: tc.err}, func(*sess) {})
 			require.True(t, first)
 			if tc.want == nil {
@@ -206,7 +208,7 @@ func TestSessionsCloseError(t *testing.T) {
 func TestServe(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ss := NewSessions[*sess](1024)
+	ss := NewSessions[*sess](1024, 64)
 	reports := make(chan error, 8)
 	release := make(chan struct{})
 	var held atomic.Bool

@@ -21,7 +21,8 @@ func CheckOptions(exports []verbs.Export, opts verbs.ListenOptions) (verbs.Liste
 	if opts.QueueDepth < 0 || opts.QueueDepth > verbs.MaxQueueDepth || opts.MaxCalls < 0 {
 		return opts, fmt.Errorf("queue depth %d, max calls %d: %w", opts.QueueDepth, opts.MaxCalls, verbs.ErrInvalid)
 	}
-	if opts.MaxSessions < 0 || opts.MaxLanes < 0 || opts.MaxLanes > verbs.MaxLanes || opts.MaxCallBytes < 0 || opts.MaxConnCallBytes < 0 {
+	if opts.MaxSessions < 0 || opts.MaxLanes < 0 || opts.MaxLanes > verbs.MaxLanes || opts.MaxCallBytes < 0 || opts.MaxConnCallBytes < 0 ||
+		opts.MaxSegmentLanes < 0 || opts.MaxHandshakes < 0 {
 		return opts, fmt.Errorf("max sessions %d, max lanes %d (at most %d), max call bytes %d, per connection %d: %w",
 			opts.MaxSessions, opts.MaxLanes, verbs.MaxLanes, opts.MaxCallBytes, opts.MaxConnCallBytes, verbs.ErrInvalid)
 	}
@@ -30,6 +31,12 @@ func CheckOptions(exports []verbs.Export, opts verbs.ListenOptions) (verbs.Liste
 	}
 	if opts.MaxLanes == 0 {
 		opts.MaxLanes = verbs.MaxLanes
+	}
+	if opts.MaxSegmentLanes == 0 {
+		opts.MaxSegmentLanes = verbs.DefaultMaxSegLanes
+	}
+	if opts.MaxHandshakes == 0 {
+		opts.MaxHandshakes = verbs.DefaultMaxHandshakes
 	}
 	if opts.MaxCallBytes == 0 {
 		opts.MaxCallBytes = verbs.DefaultMaxCallBytes

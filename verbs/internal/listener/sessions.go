@@ -17,21 +17,26 @@ import (
 // each gets when it is added, together with the goroutines (accept loop,
 // handshakes) that feed it. Create it with NewSessions.
 type Sessions[S any] struct {
-	mu     sync.Mutex
-	closed bool
-	m      map[uint64]S
-	max    int
-	nextID uint64
-	wg     sync.WaitGroup // accept loop and handshakes
+	mu         sync.Mutex
+	closed     bool
+	m          map[uint64]S
+	max        int
+	handshakes chan struct{} // one token per handshake in progress
+	pending    map[net.Conn]struct{}
+	done       chan struct{} // closed by Close
+	nextID     uint64
+	wg         sync.WaitGroup // accept loop and handshakes
 }
 
-// NewSessions returns an empty set of at most max sessions whose
-// connection ids start at a random point, so ids of different segments
-// (and restarts) rarely meet.
-func NewSessions[S any](max int) *Sessions[S] {
+// NewSessions returns an empty set of at most maxSessions sessions, with at most
+// handshakes handshakes in progress at once, whose connection ids start
+// at a random point, so ids of different segments (and restarts) rarely
+// meet.
+func NewSessions[S any](maxSessions, handshakes int) *Sessions[S] {
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
-	return &Sessions[S]{m: make(map[uint64]S), max: max, nextID: binary.LittleEndian.Uint64(seed[:]) >> 1}
+	return &Sessions[S]{m: make(map[uint64]S), max: maxSessions, handshakes: make(chan struct{}, max(handshakes, 1)),
+		pending: make(map[net.Conn]struct{}), done: make(chan struct{}), nextID: binary.LittleEndian.Uint64(seed[:]) >> 1}
 }
 
 // Add adds s under a fresh connection id, which it stores in *id while
@@ -104,8 +109,17 @@ func (ss *Sessions[S]) Serve(name string, ln net.Listener, handshake func(net.Co
 func (ss *Sessions[S]) acceptLoop(name string, ln net.Listener, handshake func(net.Conn) error, report func(error)) {
 	defer ss.wg.Done()
 	for {
+		// A handshake token first: with MaxHandshakes in progress the
+		// loop waits (connections queue in the kernel's backlog) until
+		// one ends, which each does within the handshake timeout.
+		select {
+		case ss.handshakes <- struct{}{}:
+		case <-ss.done:
+			return
+		}
 		nc, err := ln.Accept()
 		if err != nil {
+			<-ss.handshakes
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -116,13 +130,21 @@ func (ss *Sessions[S]) acceptLoop(name string, ln net.Listener, handshake func(n
 		ss.mu.Lock()
 		if ss.closed {
 			ss.mu.Unlock()
+			<-ss.handshakes
 			_ = nc.Close()
 			return
 		}
 		ss.wg.Add(1)
+		ss.pending[nc] = struct{}{}
 		ss.mu.Unlock()
 		go func() {
 			defer ss.wg.Done()
+			defer func() {
+				ss.mu.Lock()
+				delete(ss.pending, nc)
+				ss.mu.Unlock()
+				<-ss.handshakes
+			}()
 			if err := handshake(nc); err != nil {
 				_ = nc.Close()
 				if Abnormal(err) {
@@ -145,9 +167,14 @@ func (ss *Sessions[S]) Close(ln io.Closer, end func(S)) (first bool, err error) 
 		return false, nil
 	}
 	ss.closed = true
+	close(ss.done)
 	live := make([]S, 0, len(ss.m))
 	for _, s := range ss.m {
 		live = append(live, s)
+	}
+	// Handshakes in progress end now, not at their timeout.
+	for nc := range ss.pending {
+		_ = nc.Close()
 	}
 	ss.mu.Unlock()
 	err = ln.Close()
