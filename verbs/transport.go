@@ -241,9 +241,12 @@ type ListenOptions struct {
 	// ErrNotAdmitted) until one ends. MaxLanes bounds the lanes (tcp
 	// connections) of one connection (0: the package's MaxLanes, 64); a
 	// requester asking more is refused. MaxSegmentLanes bounds the lanes
-	// of all its connections together (0: DefaultMaxSegLanes; each lane
-	// holds its buffers), and a requester whose lanes would pass it is
-	// refused too. MaxHandshakes bounds the handshakes in progress (0:
+	// of all its connections together (0: DefaultMaxSegLanes), and a
+	// requester whose lanes would pass it is refused too. On tcp a lane
+	// holds its read buffer (tcp.Config.ReadBuffer, 256 KiB), at most 8
+	// MiB of responses waiting to be written (past that its reader waits)
+	// and up to 16 recycled send batches: size the bound to the memory
+	// the owner may spend on peers. MaxHandshakes bounds the handshakes in progress (0:
 	// DefaultMaxHandshakes): past it the segment stops accepting until
 	// one ends (each ends within the transport's handshake timeout), so
 	// connections that never say HELLO hold no more than that.
