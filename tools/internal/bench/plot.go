@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -243,19 +244,17 @@ func barPlot(f *Figure, pn *Panel) (*plot.Plot, error) {
 	}
 	pl.Y.Min, pl.Y.Max = 0, top*1.22
 	pl.X.Min, pl.X.Max = -0.6, float64(n)-0.4
-	if len(valXY) > 0 {
-		// values above the bars, lifted clear of them
-		for i := range valXY {
-			valXY[i].Y += top * 0.015
-		}
-		l, err := labels(valXY, valText, 11, color.Black, draw.XCenter, draw.YBottom)
-		if err != nil {
-			return nil, err
-		}
-		pl.Add(l)
-	}
 	if err := addRefs(pl, pn.Refs, -0.6, float64(n)-0.4, top); err != nil {
 		return nil, err
+	}
+	if len(valXY) > 0 {
+		// values above the bars, lifted clear of them, over the
+		// reference labels
+		for i := range valXY {
+			st := textStyle(11, color.Black)
+			st.XAlign, st.YAlign = draw.XCenter, draw.YBottom
+			pl.Add(boxLabel{X: valXY[i].X, Y: valXY[i].Y + top*0.01, Text: valText[i], Style: st})
+		}
 	}
 	pl.NominalX(names...)
 	if n > 3 {
@@ -287,11 +286,9 @@ func addRefs(pl *plot.Plot, rs []Ref, x0, x1, top float64) error {
 		if r.Kind == RefGoal {
 			xa, x = draw.XRight, x1-0.03
 		}
-		lb, err := labels(plotter.XYs{{X: x, Y: y}}, []string{r.Label}, 10, r.Color, xa, draw.YBottom)
-		if err != nil {
-			return err
-		}
-		pl.Add(lb)
+		st := textStyle(10, r.Color)
+		st.XAlign, st.YAlign = xa, draw.YBottom
+		pl.Add(boxLabel{X: x, Y: y, Text: r.Label, Style: st})
 	}
 	return nil
 }
@@ -300,7 +297,10 @@ func addRefs(pl *plot.Plot, rs []Ref, x0, x1, top float64) error {
 // median stage times) with a black tick at its p50.
 func stackPlot(pn *Panel) (*plot.Plot, error) {
 	pl := newPanelPlot(pn)
-	n := len(pn.Stacks)
+	// The first mode on top: NominalY counts from the bottom.
+	stacks := slices.Clone(pn.Stacks)
+	slices.Reverse(stacks)
+	n := len(stacks)
 	if n == 0 {
 		pl.HideY()
 		pl.X.Min, pl.X.Max = 0, 1
@@ -310,9 +310,9 @@ func stackPlot(pn *Panel) (*plot.Plot, error) {
 	right := 0.0
 	for j := range stageOrder {
 		vs := make(plotter.Values, n)
-		for i := range pn.Stacks {
-			if j < len(pn.Stacks[i].Segments) {
-				vs[i] = pn.Stacks[i].Segments[j].Ms
+		for i := range stacks {
+			if j < len(stacks[i].Segments) {
+				vs[i] = stacks[i].Segments[j].Ms
 			}
 		}
 		bc, err := plotter.NewBarChart(vs, pt(math.Min(26, 150/float64(n))))
@@ -328,8 +328,8 @@ func stackPlot(pn *Panel) (*plot.Plot, error) {
 	}
 	var xys plotter.XYs
 	var texts []string
-	for i := range pn.Stacks {
-		s := &pn.Stacks[i]
+	for i := range stacks {
+		s := &stacks[i]
 		fi := float64(i)
 		tick, err := plotter.NewLine(plotter.XYs{{X: s.P50, Y: fi - 0.42}, {X: s.P50, Y: fi + 0.42}})
 		if err != nil {
@@ -342,7 +342,7 @@ func stackPlot(pn *Panel) (*plot.Plot, error) {
 		xys = append(xys, plotter.XY{X: end, Y: fi})
 		over := s.Sum() - s.P50
 		t := fmt.Sprintf("  p50 %s, stages %s", f2(s.P50), f2(s.Sum()))
-		if over > 0 {
+		if over > 0.01*s.P50 {
 			t += " (" + f2(over) + " overlapped)"
 		}
 		texts = append(texts, t)
@@ -359,7 +359,7 @@ func stackPlot(pn *Panel) (*plot.Plot, error) {
 	pl.Add(lb)
 	pl.X.Min, pl.X.Max = 0, right*1.75
 	var names []string
-	for _, s := range pn.Stacks {
+	for _, s := range stacks {
 		names = append(names, s.Mode)
 	}
 	pl.NominalY(names...)
@@ -445,4 +445,22 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return out
+}
+
+// boxLabel is a text on a translucent white box, so a reference line's
+// label stays readable over the bars it crosses.
+type boxLabel struct {
+	X, Y  float64
+	Text  string
+	Style text.Style
+}
+
+func (b boxLabel) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, trY := plt.Transforms(&c)
+	p := vg.Point{X: trX(b.X), Y: trY(b.Y) + pt(4)}
+	r := b.Style.Rectangle(b.Text)
+	pad := pt(2)
+	c.SetColor(color.NRGBA{R: 255, G: 255, B: 255, A: 215})
+	c.Fill(rectPath(p.X+r.Min.X-pad, p.Y+r.Min.Y-pad/2, p.X+r.Max.X+pad, p.Y+r.Max.Y+pad/2))
+	c.FillText(b.Style, p, b.Text)
 }

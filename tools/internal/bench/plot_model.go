@@ -296,31 +296,31 @@ func goalLines(transport string, wr *WorkloadResult) []goalLine {
 	}
 	switch {
 	case name == "many-small" && transport == "shm":
-		return []goalLine{{"many-small: adaptive goodput / pack-only", 0.9 * wr.ceiling(CeilingPack), "goal adaptive >= 0.9 x pack-only"}}
+		return []goalLine{{"many-small: adaptive goodput / pack-only", 0.9 * wr.ceiling(CeilingPack), "goal >= 0.9 pack-only"}}
 	case name == "many-small":
 		return []goalLine{{"many-small: adaptive goodput / min(direct control, pack-only)",
-			0.75 * math.Min(wr.ceiling(CeilingDirect), wr.ceiling(CeilingPack)), "goal adaptive >= 0.75 x min(direct-control, pack-only)"}}
+			0.75 * math.Min(wr.ceiling(CeilingDirect), wr.ceiling(CeilingPack)), "goal >= 0.75 min(direct-control, pack-only)"}}
 	case name == "few-large":
-		return []goalLine{{"few-large: adaptive / forced direct", 0.97 * gp("direct"), "goal adaptive >= 0.97 x direct"}}
+		return []goalLine{{"few-large: adaptive / forced direct", 0.97 * gp("direct"), "goal >= 0.97 direct"}}
 	case name == "mixed" || slices.Contains(Groups["reshard"], name):
 		return []goalLine{{name + ": adaptive / better of forced direct and gather",
-			0.95 * math.Max(gp("direct"), gp("gather")), "goal adaptive >= 0.95 x max(direct, gather)"}}
+			0.95 * math.Max(gp("direct"), gp("gather")), "goal >= 0.95 max(direct, gather)"}}
 	case name == "engram-cpu":
-		return []goalLine{{"engram-cpu: lookup goodput / pack-only (same workers)", 0.9 * wr.ceiling(CeilingPack), "goal cpu >= 0.9 x pack-only"}}
+		return []goalLine{{"engram-cpu: lookup goodput / pack-only (same workers)", 0.9 * wr.ceiling(CeilingPack), "goal >= 0.9 pack-only"}}
 	case name == "structobj-put":
 		return []goalLine{
-			{"structobj-put: multi-buffer (64) / single-buffer PUT", 0.9 * gp("single"), "goal multi >= 0.9 x single"},
+			{"structobj-put: multi-buffer (64) / single-buffer PUT", 0.9 * gp("single"), "goal multi >= 0.9 single"},
 			{"structobj-put: fast path / fallback", gp("fallback"), "goal multi >= fallback"}}
 	case name == "structobj-get":
 		return []goalLine{
 			{"structobj-get: fast path / fallback (whole)", gp("fallback"), "goal whole >= fallback"},
 			{"structobj-get: fast path / fallback (selective)", gp("selective-fallback"), "goal selective >= selective-fallback"}}
 	case name == "single-read":
-		return []goalLine{{"single-read: adaptive p50 / rtt p50", 1.5 * wr.ceiling(CeilingRTT), "goal adaptive p50 <= 1.5 x rtt"}}
+		return []goalLine{{"single-read: adaptive p50 / rtt p50", 1.5 * wr.ceiling(CeilingRTT), "goal p50 <= 1.5 rtt"}}
 	case slices.Contains(Groups["engram-remote"], name):
 		rtt, local := wr.ceiling(CeilingRTT), wr.ceiling(CeilingLocal)
 		return []goalLine{{name + ": (p50 - local p50) / (2 rtt + 0.2 local p50)", local + 2*rtt + 0.2*local,
-			"goal adaptive p50 <= local + 2 rtt + 0.2 local"}}
+			"goal p50 <= 1.2 local + 2 rtt"}}
 	}
 	return nil
 }
@@ -416,7 +416,7 @@ func refs(transport string, wr *WorkloadResult, ceilings []string, goals map[str
 			continue
 		}
 		out = append(out, Ref{Kind: RefCeiling, Name: name, Workload: wr.Workload.Name, Value: v,
-			Color: refColor[name], Label: fmt.Sprintf("ceiling %s %s", name, f2(v))})
+			Color: refColor[name], Label: fmt.Sprintf("%s %s", name, f2(v))})
 	}
 	for _, gl := range goalLines(transport, wr) {
 		if math.IsNaN(gl.Value) || math.IsInf(gl.Value, 0) {
@@ -428,7 +428,7 @@ func refs(transport string, wr *WorkloadResult, ceilings []string, goals map[str
 			verdict = g.Verdict
 		}
 		out = append(out, Ref{Kind: RefGoal, Name: "goal", Workload: wr.Workload.Name, Value: gl.Value, Goal: gl.Text,
-			Verdict: verdict, Color: goalColor, Label: fmt.Sprintf("%s: %s", gl.Label, verdict)})
+			Verdict: verdict, Color: goalColor, Label: fmt.Sprintf("%s = %s: %s", gl.Label, f2(gl.Value), verdict)})
 	}
 	return out
 }
