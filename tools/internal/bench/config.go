@@ -63,6 +63,7 @@ type Config struct {
 	SeedFromClock bool
 	JSONPath      string
 	PlotDir       string
+	ReportDir     string // index.html: tables, goals, pictures (WriteReport)
 	Quiet         bool
 	TableBytes    int64
 	Lanes         int
@@ -142,6 +143,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&seed, "seed", "", "seed of the owner's data and the plans (default: from the clock, printed)")
 	fs.StringVar(&c.JSONPath, "json", "", "write JSON lines to this file (\"-\": stdout, the table then goes to stderr)")
 	fs.StringVar(&c.PlotDir, "plot", "", "write PNG plots into this directory")
+	fs.StringVar(&c.ReportDir, "report", "", "write an HTML report (index.html: tables, goals, pictures; no external assets) into this directory")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no table, no progress bar (errors still go to stderr)")
 	c.TableBytes = 1 << 30
 	fs.Var(bytesValue{&c.TableBytes}, "table-bytes", "size of the owner's data region")

@@ -102,6 +102,12 @@ func Run(ctx context.Context, c *Config, stdout, stderr io.Writer) int {
 			runErr = errors.Join(runErr, err)
 		}
 	}
+	if c.ReportDir != "" {
+		if err := WriteReport(c.ReportDir, c, passes); err != nil {
+			fmt.Fprintf(stderr, "scatterbench: -report: %v\n", err)
+			runErr = errors.Join(runErr, err)
+		}
+	}
 	failed := runErr != nil
 	for _, p := range passes {
 		if p.Leaked > 0 || p.Err != nil {
