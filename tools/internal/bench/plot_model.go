@@ -379,7 +379,7 @@ func truncate(s string, n int) string {
 func Figures(passes []PassResult) []Figure {
 	var out []Figure
 	for _, p := range passes {
-		goals := Goals([]PassResult{p})
+		goals := passGoals(p)
 		var thr, lat, mat []*WorkloadResult
 		for i := range p.Workloads {
 			wr := &p.Workloads[i]
@@ -650,3 +650,18 @@ var (
 	// a line it cannot read.
 	ErrJSONLines = errors.New("scatterbench: unreadable JSON lines")
 )
+
+// passGoals evaluates the goals of one pass; a result built by hand (or
+// read back from JSON) may lack OverBound counts, which Goals indexes.
+func passGoals(p PassResult) []Goal {
+	ws := slices.Clone(p.Workloads)
+	for i := range ws {
+		if len(ws[i].OverBound) < len(ws[i].Lines) {
+			ob := make([]int, len(ws[i].Lines))
+			copy(ob, ws[i].OverBound)
+			ws[i].OverBound = ob
+		}
+	}
+	p.Workloads = ws
+	return Goals([]PassResult{p})
+}

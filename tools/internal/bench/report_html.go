@@ -66,7 +66,10 @@ var reportHeader = []string{"workload", "mode", "chosen", "frags", "payload", "p
 
 // RenderReport returns the HTML report of a run (see WriteReport).
 func RenderReport(c *Config, passes []PassResult) ([]byte, error) {
-	goals := Goals(passes)
+	var goals []Goal
+	for _, p := range passes {
+		goals = append(goals, passGoals(p)...)
+	}
 	d := reportData{Seed: strconv.FormatUint(c.Seed, 10), Summary: Summarize(goals).String(), Header: reportHeader}
 	figs := Figures(passes)
 	for _, p := range passes {
