@@ -61,7 +61,15 @@
 //	-tcp-no-checksums      tcp frames without checksums on both sides (what the checksums cost)
 //	-json PATH             JSON lines, one per workload and mode plus one per ceiling,
 //	                       then a summary record ("-": stdout; the table then goes to stderr)
-//	-plot DIR              PNG plots: goodput-<transport>.png, stages-<transport>.png
+//	-plot DIR              PNG pictures, each at most 2,000 pixels wide: goodput-<transport>.png
+//	                       (a panel per workload: a bar per mode, its ceilings and goal as
+//	                       lines), latency-<transport>.png (latency-sized workloads: p50 and
+//	                       p95 in ms, rtt and local-lookup ceilings), stages-<transport>.png
+//	                       (stacked stage times per mode against the p50) and, with matrix
+//	                       workloads, matrix-<transport>-<src>-<dst>.png (a panel per fragment
+//	                       size, READ and WRITE side by side, a line per mode)
+//	-report DIR            DIR/index.html: the tables, the goals with their verdicts and the
+//	                       pictures in one page with no external assets
 //	-quiet                 no table and no progress bar (the summary line goes to stderr)
 //
 // A progress bar is drawn on stderr when it is a terminal. The exit status
