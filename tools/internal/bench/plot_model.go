@@ -47,8 +47,17 @@ type Figure struct {
 	Keys []Key
 }
 
-// headerPx is the height of a figure's title and key.
-const headerPx = 84
+// headerPx is the height of a figure's title and key; minFigureWidthPx
+// leaves the title and the key of a one-panel figure room.
+const (
+	headerPx         = 84
+	minFigureWidthPx = 900
+)
+
+// widen makes a figure of few panels at least minFigureWidthPx wide.
+func (f *Figure) widen() {
+	f.PanelW = max(f.PanelW, minFigureWidthPx/max(1, f.Columns))
+}
 
 // WidthPx is the figure's width in pixels.
 func (f *Figure) WidthPx() int { return max(1, f.Columns) * f.PanelW }
@@ -456,6 +465,7 @@ func goodputFigure(p PassResult, ws []*WorkloadResult, goals []Goal) Figure {
 		Title:    fmt.Sprintf("scatterbench goodput over %s (owner %s)", p.Transport, p.Owner),
 		Subtitle: "Gbit/s = payload / p50 of the full API time; lines: the workload's ceilings measured in the same run, and its goal",
 		Columns:  min(4, len(ws)), PanelW: 440, PanelH: 330}
+	f.widen()
 	cs := newColors()
 	vs := verdicts(goals)
 	for _, wr := range ws {
@@ -480,6 +490,7 @@ func latencyFigure(p PassResult, ws []*WorkloadResult, goals []Goal) Figure {
 		Title:    fmt.Sprintf("scatterbench latency-sized workloads over %s (owner %s)", p.Transport, p.Owner),
 		Subtitle: "bars: p50 of the full API time, whiskers: p95 (ms); lines: rtt and local-lookup ceilings, and the goal",
 		Columns:  min(4, len(ws)), PanelW: 440, PanelH: 330}
+	f.widen()
 	cs := newColors()
 	vs := verdicts(goals)
 	for _, wr := range ws {
@@ -512,6 +523,7 @@ func stagesFigure(p PassResult, ws []*WorkloadResult) Figure {
 		Title:    fmt.Sprintf("scatterbench stage times over %s (medians, ms)", p.Transport),
 		Subtitle: "stacked: plan, control, decode, pack, window, complete; black tick: p50 of the full API time (stages past it overlapped)",
 		Columns:  min(3, len(ws)), PanelW: 600, PanelH: 250}
+	f.widen()
 	for i, s := range stageOrder {
 		f.Keys = append(f.Keys, Key{Name: s, Color: stageColors[i]})
 	}
