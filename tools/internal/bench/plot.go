@@ -416,6 +416,9 @@ func seriesPlot(pn *Panel) (*plot.Plot, error) {
 			ticks = append(ticks, plot.Tick{Value: x, Label: countLabel(x)})
 		}
 		pl.X.Tick.Marker = plot.ConstantTicks(ticks)
+		// 96Ki and 128Ki lie close on a log axis: slanted labels clear
+		pl.X.Tick.Label.Rotation = math.Pi / 7
+		pl.X.Tick.Label.XAlign, pl.X.Tick.Label.YAlign = draw.XRight, draw.YTop
 		pl.X.Min, pl.X.Max = pn.XTicks[0]/1.6, pn.XTicks[len(pn.XTicks)-1]*1.6
 		pl.X.Scale = plot.LogScale{}
 	} else {
