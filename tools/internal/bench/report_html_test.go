@@ -146,3 +146,20 @@ func browserCheck(t *testing.T, bin, dir string) pageCheck {
 	require.NoError(t, json.Unmarshal([]byte(html.UnescapeString(m[1])), &check), m[1])
 	return check
 }
+
+// TestMainReport: -report writes the page of the run, with its pictures.
+func TestMainReport(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := Main(testContext(t), []string{"-owner", "inproc", "-table-bytes", "8MiB", "-staging-bytes", "4MiB",
+		"-frags", "500", "-transport", "tcp", "-reps", "2", "-warmup", "0", "-seed", "7", "-quiet",
+		"-report", filepath.Join(dir, "r")}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	b, err := os.ReadFile(filepath.Join(dir, "r", "index.html"))
+	require.NoError(t, err)
+	page := string(b)
+	require.Contains(t, page, "custom: adaptive p95 / p50")
+	for _, name := range []string{"goodput-tcp", "stages-tcp"} {
+		require.Contains(t, page, `id="`+name+`"`)
+	}
+}
