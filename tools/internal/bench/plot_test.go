@@ -49,7 +49,8 @@ func named(t *testing.T, name string) Workload {
 
 // fixturePasses is a run of every kind of panel, every ceiling value
 // distinct so a ceiling drawn in the wrong panel shows: over tcp
-// many-small, few-large, structobj-put, single-read, engram-remote-t1
+// many-small, few-large, structobj-put and -get (13 modes in one
+// figure), single-read, engram-remote-t1
 // and a few matrix entries; over shm many-small.
 func fixturePasses(t *testing.T) []PassResult {
 	t.Helper()
@@ -68,6 +69,7 @@ func fixturePasses(t *testing.T) []PassResult {
 		wr("tcp", named(t, "few-large"), modes, 11, ceil("tcp", "few-large", CeilingDirect, 13.75),
 			ceil("tcp", "few-large", CeilingPack, 75.5), ceil("tcp", "few-large", CeilingRTT, 0.16)),
 		wr("tcp", named(t, "structobj-put"), structObjVariants[StructObjPut], 5),
+		wr("tcp", named(t, "structobj-get"), structObjVariants[StructObjGet], 4),
 		wr("tcp", named(t, "single-read"), modes, 0.015, ceil("tcp", "single-read", CeilingDirect, 12.75),
 			ceil("tcp", "single-read", CeilingRTT, 0.115)),
 		wr("tcp", named(t, "engram-remote-t1"), modes, 1, ceil("tcp", "engram-remote-t1", CeilingRTT, 0.031),
@@ -275,7 +277,7 @@ func TestFigureKinds(t *testing.T) {
 		}
 		return out
 	}
-	require.Equal(t, []string{"many-small", "few-large", "structobj-put"}, panels(figureByName(t, figs, "goodput-tcp")))
+	require.Equal(t, []string{"many-small", "few-large", "structobj-put", "structobj-get"}, panels(figureByName(t, figs, "goodput-tcp")))
 	lat := figureByName(t, figs, "latency-tcp")
 	require.Equal(t, []string{"single-read", "engram-remote-t1"}, panels(lat))
 	for _, pn := range lat.Panels {
@@ -284,7 +286,7 @@ func TestFigureKinds(t *testing.T) {
 			require.Greater(t, b.High, b.Value, "p95 whisker above p50")
 		}
 	}
-	require.Equal(t, []string{"many-small", "few-large", "structobj-put", "single-read", "engram-remote-t1"},
+	require.Equal(t, []string{"many-small", "few-large", "structobj-put", "structobj-get", "single-read", "engram-remote-t1"},
 		panels(figureByName(t, figs, "stages-tcp")))
 }
 
