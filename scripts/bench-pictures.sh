@@ -5,7 +5,7 @@
 # written as an HTML report (REPORT, default /tmp/scatterbench-report) and
 # as JSON lines beside it.
 #
-#   bash scripts/bench-pictures.sh                  # about 1 min + 4 min on 2 cores
+#   bash scripts/bench-pictures.sh                  # about 1 + 2 min on 2 cores
 #   REPS=20 MATRIX_REPS=3 bash scripts/bench-pictures.sh
 #   DEFAULT_JSON=a.jsonl MATRIX_JSON=b.jsonl bash scripts/bench-pictures.sh   # redraw captured runs
 #

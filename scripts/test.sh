@@ -35,7 +35,7 @@ step "CUDA build (the cuda-tagged binaries compile; they run only on a GPU machi
 bash scripts/gpu-build.sh
 
 step "chromium (headless; the scatterbench report test opens its page)"
-# Installed when missing (about 25 s and 300 MB on Debian 12); the report
+# Installed when missing (about 20 s and 414 MB on Debian 12); the report
 # test then must run: REQUIRE_CHROMIUM=1 makes its skip a failure.
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
