@@ -143,4 +143,16 @@
 // workload that failed, is n/a with the reason, never ok. A missed goal is
 // reported, never hidden, and does not change the exit status: the
 // development machine is shared and noisy.
+//
+// # Pictures and the report
+//
+// Figures builds a figure model from the passes (one panel per workload,
+// bars per mode in a colour of its own, the workload's ceilings and its
+// ratio goals as lines in its own panel; latency-sized workloads on a time
+// axis; stacked stage times; the matrix as small multiples, one panel per
+// fragment size and direction, at most about 2,000 pixels wide), which
+// WritePlots renders as PNG with gonum/plot (-plot DIR) and WriteReport
+// embeds, with the tables and the goal verdicts of the text report, in a
+// self-contained index.html (-report DIR). ReadPasses reads captured JSON
+// lines back, so a run can be drawn again (scripts/bench-pictures.sh).
 package bench

@@ -7,7 +7,8 @@ import (
 )
 
 // Errors of the benchmark. Detailed failures wrap one of these in a typed
-// error (*FlagError, *VerifyError, *OwnerError, *WorkloadError); test for
+// error (*FlagError, *VerifyError, *OwnerError, *WorkloadError,
+// *JSONLineError); test for
 // them with errors.Is.
 var (
 	// ErrUsage is wrapped by a *FlagError when the command line is
@@ -24,6 +25,11 @@ var (
 	// (its setup, an operation, its verification) or did not run. The
 	// run goes on with the next workload and fails at the end.
 	ErrWorkload = errors.New("scatterbench: workload failed")
+	// ErrNoFigure is returned for a figure that has no panel to draw.
+	ErrNoFigure = errors.New("scatterbench: figure has nothing to draw")
+	// ErrJSONLines is wrapped by a *JSONLineError when ReadPasses meets a
+	// line it cannot read.
+	ErrJSONLines = errors.New("scatterbench: unreadable JSON lines")
 )
 
 // FlagError reports a flag value that Parse rejected.

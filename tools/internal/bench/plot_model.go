@@ -654,15 +654,6 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// Errors of the pictures and the report.
-var (
-	// ErrNoFigure: a figure has no panel to draw.
-	ErrNoFigure = errors.New("scatterbench: figure has nothing to draw")
-	// ErrJSONLines is wrapped by a *JSONLineError when ReadPasses meets
-	// a line it cannot read.
-	ErrJSONLines = errors.New("scatterbench: unreadable JSON lines")
-)
-
 // passGoals evaluates the goals of one pass; a result built by hand (or
 // read back from JSON) may lack OverBound counts, which Goals indexes.
 func passGoals(p PassResult) []Goal {
