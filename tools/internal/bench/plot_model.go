@@ -287,60 +287,26 @@ func measured(l *Line) bool { return l != nil && l.Reps > 0 }
 // is the goal's text in Goals (its verdict comes from there), Value the
 // threshold in the panel's unit (NaN when its inputs were not measured).
 type goalLine struct {
-	Text  string
-	Value float64
-	Label string
+	Text, Label, Verdict string
+	Value                float64
 }
 
-// goalLines returns the goals of wr drawn as thresholds: on the goodput
-// axis for throughput workloads, on the ms axis for latency workloads.
-// Value mirrors the goal's formula in Goals; the verdict is Goals' own.
-func goalLines(transport string, wr *WorkloadResult) []goalLine {
-	name := wr.Workload.Name
-	gp := func(mode string) float64 {
-		if l := wr.line(mode); measured(l) {
-			return l.GoodputGbps
-		}
-		return math.NaN()
-	}
-	switch {
-	case name == "many-small" && transport == "shm":
-		return []goalLine{{"many-small: adaptive goodput / pack-only", 0.9 * wr.ceiling(CeilingPack), "goal >= 0.9 pack-only"}}
-	case name == "many-small":
-		return []goalLine{{"many-small: adaptive goodput / min(direct control, pack-only)",
-			0.75 * math.Min(wr.ceiling(CeilingDirect), wr.ceiling(CeilingPack)), "goal >= 0.75 min(direct-control, pack-only)"}}
-	case name == "few-large":
-		return []goalLine{{"few-large: adaptive / forced direct", 0.97 * gp("direct"), "goal >= 0.97 direct"}}
-	case name == "mixed" || slices.Contains(Groups["reshard"], name):
-		return []goalLine{{name + ": adaptive / better of forced direct and gather",
-			0.95 * math.Max(gp("direct"), gp("gather")), "goal >= 0.95 max(direct, gather)"}}
-	case name == "engram-cpu":
-		return []goalLine{{"engram-cpu: lookup goodput / pack-only (same workers)", 0.9 * wr.ceiling(CeilingPack), "goal >= 0.9 pack-only"}}
-	case name == "structobj-put":
-		return []goalLine{
-			{"structobj-put: multi-buffer (64) / single-buffer PUT", 0.9 * gp("single"), "goal multi >= 0.9 single"},
-			{"structobj-put: fast path / fallback", gp("fallback"), "goal multi >= fallback"}}
-	case name == "structobj-get":
-		return []goalLine{
-			{"structobj-get: fast path / fallback (whole)", gp("fallback"), "goal whole >= fallback"},
-			{"structobj-get: fast path / fallback (selective)", gp("selective-fallback"), "goal selective >= selective-fallback"}}
-	case name == "single-read":
-		return []goalLine{{"single-read: adaptive p50 / rtt p50", 1.5 * wr.ceiling(CeilingRTT), "goal p50 <= 1.5 rtt"}}
-	case slices.Contains(Groups["engram-remote"], name):
-		rtt, local := wr.ceiling(CeilingRTT), wr.ceiling(CeilingLocal)
-		return []goalLine{{name + ": (p50 - local p50) / (2 rtt + 0.2 local p50)", local + 2*rtt + 0.2*local,
-			"goal p50 <= 1.2 local + 2 rtt"}}
-	}
-	return nil
-}
-
-// verdicts indexes goals by text.
-func verdicts(goals []Goal) map[string]Goal {
-	m := map[string]Goal{}
+// goalLines returns the goals of wr that the pictures draw as thresholds
+// (on the goodput axis for throughput workloads, on the ms axis for
+// latency workloads), in the order Goals gives them: the line is the one
+// the verdict compares against (Goal.threshold), never a second copy of
+// the goal's formula.
+func goalLines(wr *WorkloadResult, goals []Goal) []goalLine {
+	var out []goalLine
 	for _, g := range goals {
-		m[g.Text] = g
+		if g.workload != wr.Workload.Name {
+			continue
+		}
+		if _, v, label, ok := g.threshold(); ok {
+			out = append(out, goalLine{Text: g.Text, Value: v, Label: label, Verdict: g.Verdict})
+		}
 	}
-	return m
+	return out
 }
 
 // panelNote summarizes the verdicts of the goals of workload name.
@@ -417,7 +383,7 @@ func Figures(passes []PassResult) []Figure {
 
 // refs returns a panel's reference lines: the named ceilings of wr (in
 // the unit unit) and its goal lines.
-func refs(transport string, wr *WorkloadResult, ceilings []string, goals map[string]Goal) []Ref {
+func refs(wr *WorkloadResult, ceilings []string, goals []Goal) []Ref {
 	var out []Ref
 	for _, name := range ceilings {
 		v := wr.ceiling(name)
@@ -427,15 +393,11 @@ func refs(transport string, wr *WorkloadResult, ceilings []string, goals map[str
 		out = append(out, Ref{Kind: RefCeiling, Name: name, Workload: wr.Workload.Name, Value: v,
 			Color: refColor[name], Label: fmt.Sprintf("%s %s", name, f2(v))})
 	}
-	for _, gl := range goalLines(transport, wr) {
+	for _, gl := range goalLines(wr, goals) {
 		if math.IsNaN(gl.Value) || math.IsInf(gl.Value, 0) {
 			continue
 		}
-		g, ok := goals[gl.Text]
-		verdict := "n/a"
-		if ok {
-			verdict = g.Verdict
-		}
+		verdict := gl.Verdict
 		out = append(out, Ref{Kind: RefGoal, Name: "goal", Workload: wr.Workload.Name, Value: gl.Value, Goal: gl.Text,
 			Verdict: verdict, Color: goalColor, Label: fmt.Sprintf("%s = %s: %s", gl.Label, f2(gl.Value), verdict)})
 	}
@@ -467,7 +429,6 @@ func goodputFigure(p PassResult, ws []*WorkloadResult, goals []Goal) Figure {
 		Columns:  min(4, len(ws)), PanelW: 440, PanelH: 330}
 	f.widen()
 	cs := newColors()
-	vs := verdicts(goals)
 	for _, wr := range ws {
 		pn := Panel{Workload: wr.Workload.Name, Title: wr.Workload.Name, YLabel: "Gbit/s", Note: panelNote(wr.Workload.Name, wr, goals)}
 		for i := range wr.Lines {
@@ -478,7 +439,7 @@ func goodputFigure(p PassResult, ws []*WorkloadResult, goals []Goal) Figure {
 			}
 			pn.Bars = append(pn.Bars, b)
 		}
-		pn.Refs = refs(p.Transport, wr, []string{CeilingDirect, CeilingPack}, vs)
+		pn.Refs = refs(wr, []string{CeilingDirect, CeilingPack}, goals)
 		f.Panels = append(f.Panels, pn)
 	}
 	f.Keys = append(cs.keys, refKeys(&f)...)
@@ -492,7 +453,6 @@ func latencyFigure(p PassResult, ws []*WorkloadResult, goals []Goal) Figure {
 		Columns:  min(4, len(ws)), PanelW: 440, PanelH: 330}
 	f.widen()
 	cs := newColors()
-	vs := verdicts(goals)
 	for _, wr := range ws {
 		pn := Panel{Workload: wr.Workload.Name, Title: wr.Workload.Name, YLabel: "ms", Note: panelNote(wr.Workload.Name, wr, goals)}
 		for i := range wr.Lines {
@@ -503,7 +463,7 @@ func latencyFigure(p PassResult, ws []*WorkloadResult, goals []Goal) Figure {
 			}
 			pn.Bars = append(pn.Bars, b)
 		}
-		pn.Refs = refs(p.Transport, wr, []string{CeilingRTT, CeilingLocal}, vs)
+		pn.Refs = refs(wr, []string{CeilingRTT, CeilingLocal}, goals)
 		f.Panels = append(f.Panels, pn)
 	}
 	f.Keys = append(cs.keys, refKeys(&f)...)

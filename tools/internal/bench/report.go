@@ -198,6 +198,35 @@ type Goal struct {
 	Target    string  // e.g. ">= 0.97"
 	Verdict   string  // "ok", "MISSED" or "n/a" (with Note saying why)
 	Note      string
+
+	// What a picture draws of a ratio goal, from the very figures the
+	// verdict compares: the threshold base + target x den on the axis
+	// ("goodput" or "p50") of the workload's panel (see drawn).
+	workload, axis, label string
+	base, den, target     float64
+}
+
+// ratioOf is ratioGoal of num / den, remembering den and the target so a
+// picture can draw the goal's threshold (see drawn).
+func ratioOf(t, text string, num, den, target float64, atLeast bool) Goal {
+	g := ratioGoal(t, text, ratio(num, den), target, atLeast)
+	g.den, g.target = den, target
+	return g
+}
+
+// drawn marks a ratioOf goal as a threshold line the pictures draw on axis
+// ("goodput": Gbit/s; "p50": ms), at base + target x den, labelled label.
+func (g Goal) drawn(axis, label string, base float64) Goal {
+	g.axis, g.label, g.base = axis, label, base
+	return g
+}
+
+// threshold is the line a picture draws for g (ok false: g draws none).
+func (g Goal) threshold() (axis string, value float64, label string, ok bool) {
+	if g.axis == "" {
+		return "", 0, "", false
+	}
+	return g.axis, g.base + g.target*g.den, g.label, true
 }
 
 func ratioGoal(t, text string, v float64, target float64, atLeast bool) Goal {
@@ -290,6 +319,7 @@ func Goals(passes []PassResult) []Goal {
 				if we != nil {
 					g = failedGoal(g, we)
 				}
+				g.workload = w
 				out = append(out, g)
 			}
 		}
@@ -317,31 +347,37 @@ func Goals(passes []PassResult) []Goal {
 			if t == "shm" {
 				add("many-small",
 					boolGoal(t, "many-small: adaptive chooses", chosen(a), "direct"),
-					ratioGoal(t, "many-small: adaptive goodput / pack-only", ratio(val(a, goodput), ms.ceiling(CeilingPack)), 0.9, true))
+					ratioOf(t, "many-small: adaptive goodput / pack-only", val(a, goodput), ms.ceiling(CeilingPack), 0.9, true).
+						drawn("goodput", "goal >= 0.9 pack-only", 0))
 			} else {
 				dc, po := ms.ceiling(CeilingDirect), ms.ceiling(CeilingPack)
 				add("many-small",
 					boolGoal(t, "many-small: adaptive chooses", chosen(a), "gather"),
 					ratioGoal(t, "many-small: adaptive window / direct control", ratio(val(a, func(l *Line) float64 { return l.WindowGbps }), dc), 0.9, true),
-					ratioGoal(t, "many-small: adaptive goodput / min(direct control, pack-only)", ratio(val(a, goodput), math.Min(dc, po)), 0.75, true))
+					ratioOf(t, "many-small: adaptive goodput / min(direct control, pack-only)", val(a, goodput), math.Min(dc, po), 0.75, true).
+						drawn("goodput", "goal >= 0.75 min(direct-control, pack-only)", 0))
 			}
 		}
 		if byName["few-large"] != nil {
-			add("few-large", ratioGoal(t, "few-large: adaptive / forced direct",
-				ratio(val(get("few-large", "adaptive"), goodput), val(get("few-large", "direct"), goodput)), 0.97, true))
+			add("few-large", ratioOf(t, "few-large: adaptive / forced direct",
+				val(get("few-large", "adaptive"), goodput), val(get("few-large", "direct"), goodput), 0.97, true).
+				drawn("goodput", "goal >= 0.97 direct", 0))
 		}
 		if byName["mixed"] != nil {
 			best := math.Max(val(get("mixed", "direct"), goodput), val(get("mixed", "gather"), goodput))
-			add("mixed", ratioGoal(t, "mixed: adaptive / better of forced direct and gather",
-				ratio(val(get("mixed", "adaptive"), goodput), best), 0.95, true))
+			add("mixed", ratioOf(t, "mixed: adaptive / better of forced direct and gather",
+				val(get("mixed", "adaptive"), goodput), best, 0.95, true).
+				drawn("goodput", "goal >= 0.95 max(direct, gather)", 0))
 		}
 		if sr := byName["single-read"]; sr != nil {
-			add("single-read", ratioGoal(t, "single-read: adaptive p50 / rtt p50",
-				ratio(val(get("single-read", "adaptive"), func(l *Line) float64 { return l.P50Ms }), sr.ceiling(CeilingRTT)), 1.5, false))
+			add("single-read", ratioOf(t, "single-read: adaptive p50 / rtt p50",
+				val(get("single-read", "adaptive"), func(l *Line) float64 { return l.P50Ms }), sr.ceiling(CeilingRTT), 1.5, false).
+				drawn("p50", "goal p50 <= 1.5 rtt", 0))
 		}
 		if ec := byName["engram-cpu"]; ec != nil {
-			add("engram-cpu", ratioGoal("local", "engram-cpu: lookup goodput / pack-only (same workers)",
-				ratio(val(get("engram-cpu", "cpu"), goodput), ec.ceiling(CeilingPack)), 0.9, true))
+			add("engram-cpu", ratioOf("local", "engram-cpu: lookup goodput / pack-only (same workers)",
+				val(get("engram-cpu", "cpu"), goodput), ec.ceiling(CeilingPack), 0.9, true).
+				drawn("goodput", "goal >= 0.9 pack-only", 0))
 		}
 		for _, name := range Groups["engram-remote"] {
 			er := byName[name]
@@ -352,8 +388,9 @@ func Goals(passes []PassResult) []Goal {
 			// ratio of the two sides (<= 1).
 			a := val(get(name, "adaptive"), func(l *Line) float64 { return l.P50Ms })
 			rtt, local := er.ceiling(CeilingRTT), er.ceiling(CeilingLocal)
-			add(name, ratioGoal(t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
-				ratio(a-local, 2*rtt+0.2*local), 1, false))
+			add(name, ratioOf(t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
+				a-local, 2*rtt+0.2*local, 1, false).
+				drawn("p50", "goal p50 <= 1.2 local + 2 rtt", local))
 		}
 		for _, name := range Groups["reshard"] {
 			if byName[name] == nil {
@@ -362,21 +399,26 @@ func Goals(passes []PassResult) []Goal {
 			a := get(name, "adaptive")
 			best := math.Max(val(get(name, "direct"), goodput), val(get(name, "gather"), goodput))
 			add(name,
-				ratioGoal(t, name+": adaptive / better of forced direct and gather", ratio(val(a, goodput), best), 0.95, true),
+				ratioOf(t, name+": adaptive / better of forced direct and gather", val(a, goodput), best, 0.95, true).
+					drawn("goodput", "goal >= 0.95 max(direct, gather)", 0),
 				ratioGoal(t, name+": adaptive staging peak / staging budget (never the tensor)",
 					ratio(val(a, func(l *Line) float64 { return float64(l.StagingPeakBytes) }), val(a, func(l *Line) float64 { return float64(l.StagingBoundBytes) })), 1, false))
 		}
 		if byName["structobj-put"] != nil {
 			g := func(m string) float64 { return val(get("structobj-put", m), goodput) }
 			add("structobj-put",
-				ratioGoal(t, "structobj-put: multi-buffer (64) / single-buffer PUT", ratio(g("multi"), g("single")), 0.9, true),
-				ratioGoal(t, "structobj-put: fast path / fallback", ratio(g("multi"), g("fallback")), 1.0, true))
+				ratioOf(t, "structobj-put: multi-buffer (64) / single-buffer PUT", g("multi"), g("single"), 0.9, true).
+					drawn("goodput", "goal multi >= 0.9 single", 0),
+				ratioOf(t, "structobj-put: fast path / fallback", g("multi"), g("fallback"), 1.0, true).
+					drawn("goodput", "goal multi >= fallback", 0))
 		}
 		if byName["structobj-get"] != nil {
 			g := func(m string) float64 { return val(get("structobj-get", m), goodput) }
 			add("structobj-get",
-				ratioGoal(t, "structobj-get: fast path / fallback (whole)", ratio(g("whole"), g("fallback")), 1.0, true),
-				ratioGoal(t, "structobj-get: fast path / fallback (selective)", ratio(g("selective"), g("selective-fallback")), 1.0, true))
+				ratioOf(t, "structobj-get: fast path / fallback (whole)", g("whole"), g("fallback"), 1.0, true).
+					drawn("goodput", "goal whole >= fallback", 0),
+				ratioOf(t, "structobj-get: fast path / fallback (selective)", g("selective"), g("selective-fallback"), 1.0, true).
+					drawn("goodput", "goal selective >= selective-fallback", 0))
 		}
 		for i := range p.Workloads {
 			wr := &p.Workloads[i]
