@@ -155,10 +155,14 @@ func (s *session) onCall(h *frame.Header) error {
 }
 
 // putJob returns a call's job to the pool and its request bytes to the
-// call-bytes limits.
+// call-bytes limits (a call that never reached its handler).
 func (s *session) putJob(j *callJob) {
-	n := int64(len(j.Req))
+	s.giveCall(int64(len(j.Req)))
 	s.jobs.Put(j)
+}
+
+// giveCall returns n bytes of a call's request to the call-bytes limits.
+func (s *session) giveCall(n int64) {
 	s.callBytes.Give(n)
 	s.seg.callBytes.Give(n)
 }
@@ -170,17 +174,20 @@ const maxWaitingCalls = 16
 // serveCall runs a handler and sends its REPLY. A shm Peer's work
 // requests complete inside Post, so all of them are done by now.
 func (s *session) serveCall(j *callJob) {
-	defer s.putJob(j)
+	defer s.jobs.Put(j)
 	defer func() { <-s.admit }()
+	n := int64(len(j.Req))
 	select {
 	case s.sem <- struct{}{}:
 	case <-s.ctx.Done():
+		s.giveCall(n)
 		return // the session ended; its caller gets ErrClosed
 	}
 	defer func() { <-s.sem }()
 	p := s.acquirePeer()
 	resp, err := j.Handler.ServeCall(s.ctx, p, j.Req, j.Resp[:0])
 	s.releasePeer(p)
+	s.giveCall(n) // done with the request: its bytes are free before the caller hears back
 	r, payload := calls.Reply(j.Method, j.ID, resp, err)
 	_ = s.write(&r, payload)
 	// resp was copied. A response the handler grew by appending to j.Resp

@@ -180,10 +180,14 @@ func (l *lane) onCall(h *frame.Header) error {
 }
 
 // putJob returns a call's job to the pool and its request bytes to the
-// call-bytes limits.
+// call-bytes limits (a call that never reached its handler).
 func (s *session) putJob(j *callJob) {
-	n := int64(len(j.Req))
+	s.giveCall(int64(len(j.Req)))
 	s.jobs.Put(j)
+}
+
+// giveCall returns n bytes of a call's request to the call-bytes limits.
+func (s *session) giveCall(n int64) {
 	s.callBytes.Give(n)
 	s.seg.callBytes.Give(n)
 }
@@ -195,11 +199,13 @@ const maxWaitingCalls = 16
 // serveCall runs a handler, waits for the work its Peer posted, and sends
 // the REPLY.
 func (s *session) serveCall(j *callJob) {
-	defer s.putJob(j)
+	defer s.jobs.Put(j)
 	defer func() { <-s.admit }()
+	n := int64(len(j.Req))
 	select {
 	case s.sem <- struct{}{}:
 	case <-s.ctx.Done():
+		s.giveCall(n)
 		return // the session ended; its caller gets ErrClosed
 	}
 	defer func() { <-s.sem }()
@@ -208,6 +214,7 @@ func (s *session) serveCall(j *callJob) {
 	// Every request the handler posted must be answered before the reply
 	// goes out; if the session ends, flush answers them.
 	s.releasePeer(p)
+	s.giveCall(n) // done with the request: its bytes are free before the caller hears back
 	r, payload := calls.Reply(j.Method, j.ID, resp, err)
 	j.Via.sq.appendFrames(func(b *batch) {
 		b.frameInline(&r, payload)
