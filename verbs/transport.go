@@ -246,10 +246,12 @@ type ListenOptions struct {
 	// holds its read buffer (tcp.Config.ReadBuffer, 256 KiB), at most 8
 	// MiB of responses waiting to be written (past that its reader waits)
 	// and up to 16 recycled send batches: size the bound to the memory
-	// the owner may spend on peers. MaxHandshakes bounds the handshakes in progress (0:
-	// DefaultMaxHandshakes): past it the segment stops accepting until
-	// one ends (each ends within the transport's handshake timeout), so
-	// connections that never say HELLO hold no more than that.
+	// the owner may spend on peers (an shm connection is one lane, and
+	// MaxSessions bounds them). MaxHandshakes bounds the handshakes in
+	// progress (0: DefaultMaxHandshakes): past it the segment stops
+	// accepting until one ends (each ends within the transport's
+	// handshake timeout), so connections that never say HELLO hold no
+	// more than that.
 	MaxSessions, MaxLanes, MaxSegmentLanes, MaxHandshakes int
 	// MaxCallBytes bounds the bytes of call requests the segment holds at
 	// once, waiting or running, over all its connections (0:
