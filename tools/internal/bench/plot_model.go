@@ -425,45 +425,39 @@ func refKeys(f *Figure) []Key {
 func goodputFigure(p PassResult, ws []*WorkloadResult, goals []Goal) Figure {
 	f := Figure{Name: "goodput-" + p.Transport, Kind: KindGoodput, Transport: p.Transport,
 		Title:    fmt.Sprintf("scatterbench goodput over %s (owner %s)", p.Transport, p.Owner),
-		Subtitle: "Gbit/s = payload / p50 of the full API time; lines: the workload's ceilings measured in the same run, and its goal",
-		Columns:  min(4, len(ws)), PanelW: 440, PanelH: 330}
-	f.widen()
-	cs := newColors()
-	for _, wr := range ws {
-		pn := Panel{Workload: wr.Workload.Name, Title: wr.Workload.Name, YLabel: "Gbit/s", Note: panelNote(wr.Workload.Name, wr, goals)}
-		for i := range wr.Lines {
-			l := &wr.Lines[i]
-			b := Bar{Mode: l.Mode, Value: math.NaN(), High: math.NaN(), Color: cs.mode(l.Mode), Label: "-"}
-			if measured(l) {
-				b.Value, b.Label = l.GoodputGbps, f2(l.GoodputGbps)
-			}
-			pn.Bars = append(pn.Bars, b)
-		}
-		pn.Refs = refs(wr, []string{CeilingDirect, CeilingPack}, goals)
-		f.Panels = append(f.Panels, pn)
-	}
-	f.Keys = append(cs.keys, refKeys(&f)...)
-	return f
+		Subtitle: "Gbit/s = payload / p50 of the full API time; lines: the workload's ceilings measured in the same run, and its goal"}
+	return barFigure(f, ws, goals, "Gbit/s", []string{CeilingDirect, CeilingPack}, func(l *Line, b *Bar) {
+		b.Value, b.Label = l.GoodputGbps, f2(l.GoodputGbps)
+	})
 }
 
 func latencyFigure(p PassResult, ws []*WorkloadResult, goals []Goal) Figure {
 	f := Figure{Name: "latency-" + p.Transport, Kind: KindLatency, Transport: p.Transport,
 		Title:    fmt.Sprintf("scatterbench latency-sized workloads over %s (owner %s)", p.Transport, p.Owner),
-		Subtitle: "bars: p50 of the full API time, whiskers: p95 (ms); lines: rtt and local-lookup ceilings, and the goal",
-		Columns:  min(4, len(ws)), PanelW: 440, PanelH: 330}
+		Subtitle: "bars: p50 of the full API time, whiskers: p95 (ms); lines: rtt and local-lookup ceilings, and the goal"}
+	return barFigure(f, ws, goals, "ms", []string{CeilingRTT, CeilingLocal}, func(l *Line, b *Bar) {
+		b.Value, b.High, b.Label = l.P50Ms, l.P95Ms, f2(l.P50Ms)
+	})
+}
+
+// barFigure fills f with one panel of bars per workload: a bar per mode
+// (set by bar from a measured line; "-" otherwise) in the mode's colour,
+// the workload's ceilings and its drawn goals as lines.
+func barFigure(f Figure, ws []*WorkloadResult, goals []Goal, yLabel string, ceilings []string, bar func(*Line, *Bar)) Figure {
+	f.Columns, f.PanelW, f.PanelH = min(4, len(ws)), 440, 330
 	f.widen()
 	cs := newColors()
 	for _, wr := range ws {
-		pn := Panel{Workload: wr.Workload.Name, Title: wr.Workload.Name, YLabel: "ms", Note: panelNote(wr.Workload.Name, wr, goals)}
+		pn := Panel{Workload: wr.Workload.Name, Title: wr.Workload.Name, YLabel: yLabel, Note: panelNote(wr.Workload.Name, wr, goals)}
 		for i := range wr.Lines {
 			l := &wr.Lines[i]
 			b := Bar{Mode: l.Mode, Value: math.NaN(), High: math.NaN(), Color: cs.mode(l.Mode), Label: "-"}
 			if measured(l) {
-				b.Value, b.High, b.Label = l.P50Ms, l.P95Ms, f2(l.P50Ms)
+				bar(l, &b)
 			}
 			pn.Bars = append(pn.Bars, b)
 		}
-		pn.Refs = refs(wr, []string{CeilingRTT, CeilingLocal}, goals)
+		pn.Refs = refs(wr, ceilings, goals)
 		f.Panels = append(f.Panels, pn)
 	}
 	f.Keys = append(cs.keys, refKeys(&f)...)
