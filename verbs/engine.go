@@ -202,12 +202,6 @@ type Engine struct {
 	stats engineCounters
 }
 
-// markIDs numbers operations and gather commands process-wide, so that the
-// stage markers' (id, stage) pairs never collide between engines and
-// services in one process (a profiler matches a begin to its end by that
-// pair). Operation ids are these numbers too.
-var markIDs atomic.Uint64
-
 // engineCounters are the Engine's statistics, each on its own cache line.
 type engineCounters struct {
 	ops       paddedCounter

@@ -190,7 +190,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 
 	op := e.getOp()
 	op.cs, op.ctx, op.sop, op.t0 = cs, ctx, *sop, t0
-	op.id = markIDs.Add(1)
+	op.id = stage.NewID()
 	op.fenced = false
 	op.fb, op.lastData = FallbackNone, time.Time{}
 	op.trace = Trace{OpID: op.id, Start: t0}

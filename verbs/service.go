@@ -116,11 +116,11 @@ type GatherService struct {
 }
 
 type serviceCounters struct {
-	infos, reads, writes        paddedCounter
-	inline                      paddedCounter
-	refused, exhausted, aborted paddedCounter
-	stalled                     paddedCounter
-	bytes, chunks               paddedCounter
+	infos, reads, writes        counter
+	inline                      counter
+	refused, exhausted, aborted counter
+	stalled                     counter
+	bytes, chunks               counter
 }
 
 // ServiceStats counts what a GatherService did.
@@ -442,7 +442,7 @@ type command struct {
 	peerOff  uint64
 	chunk    int64
 	slots    int
-	markID   uint64 // the stage markers' id for this command (see markIDs)
+	markID   uint64 // the stage markers' id for this command (stage.NewID)
 	received time.Time
 }
 
@@ -463,7 +463,7 @@ func (s *GatherService) validate(p Peer, st *cmdState, c *command) error {
 		return refuse("owner region", fmt.Errorf("key %v is not an export of this service: %w", Key(ownWin.Key), ErrBadKey))
 	case !reg.Access().Has(ownNeed):
 		return refuse("owner region", fmt.Errorf("export %v permits %v, %s needs %v: %w", reg.Key(), reg.Access(), cmd.Dir, ownNeed, ErrAccess))
-	case !fits(ownWin.Off, ownWin.Len, uint64(reg.Len())):
+	case !inBounds(ownWin.Off, ownWin.Len, uint64(reg.Len())):
 		return refuse("owner region", fmt.Errorf("window of %d bytes at %d outside export of %d: %w", ownWin.Len, ownWin.Off, reg.Len(), ErrBounds))
 	}
 	var peer RegionInfo
@@ -479,7 +479,7 @@ func (s *GatherService) validate(p Peer, st *cmdState, c *command) error {
 		return refuse("peer region", fmt.Errorf("key %v is not exposed by the requester: %w", Key(peerWin.Key), ErrBadKey))
 	case !peer.Access.Has(peerNeed):
 		return refuse("peer region", fmt.Errorf("exposure %v permits %v, %s needs %v: %w", peer.Key, peer.Access, cmd.Dir, peerNeed, ErrAccess))
-	case !fits(peerWin.Off, peerWin.Len, peer.Len):
+	case !inBounds(peerWin.Off, peerWin.Len, peer.Len):
 		return refuse("peer region", fmt.Errorf("window of %d bytes at %d outside exposure of %d: %w", peerWin.Len, peerWin.Off, peer.Len, ErrBounds))
 	}
 	if err := planfmt.Normalize(&st.norm, &cmd.Plan); err != nil {
@@ -542,7 +542,7 @@ func (s *GatherService) serveGather(ctx context.Context, p Peer, req, resp []byt
 	defer s.admit.release(cost)
 	st := s.getState()
 	defer s.putState(st)
-	id := markIDs.Add(1)
+	id := stage.NewID()
 	stage.Begin(id, stage.Decode)
 	c := command{received: t0, markID: id}
 	err = s.cfg.Limits.DecodeCommand(&st.cmd, req)
@@ -611,3 +611,12 @@ func (s *GatherService) count(err error) {
 		s.stats.aborted.Add(1)
 	}
 }
+
+// counter is a statistic on its own cache line.
+type counter struct {
+	atomic.Uint64
+	_ [56]byte
+}
+
+// inBounds reports whether [off, off+n) lies within [0, size).
+func inBounds(off, n, size uint64) bool { return off <= size && n <= size-off }

@@ -44,7 +44,7 @@ func (s *GatherService) PackOnly(ctx context.Context, key Key, srcOff uint64, p 
 	if !r.Access().Has(AccessRemoteRead) {
 		return PackOnlyResult{}, bad("Key", "export does not permit remote reads")
 	}
-	if !fits(srcOff, p.SrcExtent, uint64(r.Len())) {
+	if !inBounds(srcOff, p.SrcExtent, uint64(r.Len())) {
 		return PackOnlyResult{}, bad("Plan.SrcExtent", fmt.Sprintf("%d bytes at %d outside the export's %d", p.SrcExtent, srcOff, r.Len()))
 	}
 	if norm == nil {

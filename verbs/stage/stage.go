@@ -1,5 +1,7 @@
 package stage
 
+import "sync/atomic"
+
 // Stage names one timed step of a scatter operation. The values are part of
 // the probe ABI: never renumber, only append.
 type Stage uint64
@@ -40,6 +42,15 @@ func (s Stage) String() string {
 func All() []Stage {
 	return []Stage{Op, Plan, Control, Decode, Pack, Post, Complete, Scatter}
 }
+
+// ids numbers operations and gather commands process-wide.
+var ids atomic.Uint64
+
+// NewID returns a fresh operation or command id, unique in the process,
+// so that the markers' (id, stage) pairs never collide between engines
+// and gather services in one process (a profiler matches a begin to its
+// end by that pair). Ids start at 1.
+func NewID() uint64 { return ids.Add(1) }
 
 // ChunkID derives the id that chunk stages of operation op use: the
 // operation id in the high 40 bits and the chunk index in the low 24.
