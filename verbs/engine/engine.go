@@ -1,0 +1,487 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
+	"github.com/scatterkit/scatterkit/bufferpool/pack"
+	"github.com/scatterkit/scatterkit/costmodel"
+)
+
+// EngineConfig configures an Engine. The zero value is usable: no WRITE
+// gather (no staging), default policy and model constants.
+type Config struct {
+	// Staging is the requester's registered staging for WRITE gather: the
+	// engine packs WRITE fragments into it, and the owner READs them. Its
+	// region must be exposed on each Conn (Staging.Export) with
+	// AccessRemoteRead; nil means WRITEs always run direct. The engine
+	// does not close it.
+	Staging *staging.Staging
+	// Calibration is the local packing calibration used for WRITE
+	// gather. Nil with Staging set runs costmodel.CalibrateOrFallback in
+	// NewEngine (CalibrationBudget, default 20 ms): one that cannot finish
+	// gives conservative figures (Engine.Calibration says so).
+	Calibration       *costmodel.Calibration
+	CalibrationBudget time.Duration
+	// StagingTimeout bounds the wait for a WRITE wave's staging lease
+	// (default 5 ms); past it the operation falls back to direct.
+	StagingTimeout time.Duration
+
+	// Margin is how much gather must beat direct by (default 0.1);
+	// Epsilon the share of a chunk's time its fixed cost may take
+	// (default 0.05); MaxP the largest pipeline width considered
+	// (default 8, further capped by the owner's pack workers); ChunkSteps
+	// the chunk sizes tried per width (default costmodel's).
+	Margin, Epsilon float64
+	MaxP            int
+	ChunkSteps      int
+
+	// Model constants (defaults in parentheses): the requester's fixed
+	// and per-span planning cost (5 us, 3 ns), the owner's fixed and
+	// per-span decode cost (5 us, 3 ns) and the fixed cost of one chunk
+	// (10 us). Moving measurements refine the control latency and the
+	// packing rates as operations run.
+	TPlan, TPlanPerSpan     time.Duration
+	TDecode, TDecodePerSpan time.Duration
+	TChunkFixed             time.Duration
+
+	// InlineMax is the largest READ gather payload, in bytes, for which
+	// the engine asks the owner for an inline reply (the payload inside
+	// the command's reply, one round trip; see "Inline reply" in the
+	// package doc). Default DefaultInlineMax; negative: never. At most
+	// MaxInlineReply.
+	InlineMax int64
+
+	// HybridThreshold is the largest span gathered by a forced
+	// ModeHybrid when the cost model's split gathers nothing (default
+	// 16 KiB).
+	HybridThreshold uint64
+	// MinRunFragments: ModeAuto considers gather only when destination
+	// runs hold at least this many fragments on average (default 4): a
+	// gather sends one bulk request per run piece, so a destination as
+	// fragmented as the source gains nothing.
+	MinRunFragments int
+	// PollBatch is how many completions a connection's driver takes per
+	// wait (default 1024).
+	PollBatch int
+	// KeepStates bounds the idle per-operation states kept for reuse
+	// (default 64).
+	KeepStates int
+
+	// CopyWorkers is how many goroutines, the caller included, share the
+	// copies of one mapped direct operation (a Conn that implements
+	// Mapper); default min(GOMAXPROCS, 8). It is the W of the mapped
+	// direct cost (see "Mapped direct" in the package doc).
+	CopyWorkers int
+	// PostOnMapped makes direct transfers on a mapped Conn post work
+	// requests like on any other Conn instead of copying through the
+	// mapping (for comparisons; the default copies).
+	PostOnMapped bool
+	// AbortGrace bounds how long an operation whose context ended waits
+	// for its transfers in flight (direct requests posted, a gather
+	// command the owner is running) to finish; default DefaultAbortGrace.
+	// Past it the engine closes the operation's Conn, which ends them
+	// (nothing more lands in the caller's memory, and the owner sees the
+	// connection end), and the operation fails with the context's error
+	// and ErrClosed. So Do and Wait return within AbortGrace (plus the
+	// Conn's close) of the context's end, whatever the network does.
+	AbortGrace time.Duration
+}
+
+// DefaultAbortGrace is EngineConfig.AbortGrace's default.
+const DefaultAbortGrace = 500 * time.Millisecond
+
+func (c Config) withDefaults() (Config, error) {
+	fix := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Margin == 0 {
+		c.Margin = 0.1
+	}
+	if c.Epsilon == 0 {
+		c.Epsilon = 0.05
+	}
+	if c.MaxP == 0 {
+		c.MaxP = 8
+	}
+	fix(&c.TPlan, 5*time.Microsecond)
+	fix(&c.TPlanPerSpan, 3*time.Nanosecond)
+	fix(&c.TDecode, 5*time.Microsecond)
+	fix(&c.TDecodePerSpan, 3*time.Nanosecond)
+	fix(&c.TChunkFixed, 10*time.Microsecond)
+	fix(&c.CalibrationBudget, 20*time.Millisecond)
+	fix(&c.StagingTimeout, 5*time.Millisecond)
+	fix(&c.AbortGrace, DefaultAbortGrace)
+	if c.HybridThreshold == 0 {
+		c.HybridThreshold = 16 << 10
+	}
+	if c.MinRunFragments == 0 {
+		c.MinRunFragments = 4
+	}
+	if c.InlineMax == 0 {
+		c.InlineMax = gatherwire.DefaultInlineMax
+	}
+	if c.PollBatch == 0 {
+		c.PollBatch = 1024
+	}
+	if c.KeepStates == 0 {
+		c.KeepStates = 64
+	}
+	if c.CopyWorkers == 0 {
+		c.CopyWorkers = min(runtime.GOMAXPROCS(0), 8)
+	}
+	bad := func(field string, v any, reason string) error {
+		return &InvalidOpError{Field: "EngineConfig." + field, Reason: fmt.Sprintf("%v: %s", v, reason)}
+	}
+	switch {
+	case c.Margin < 0 || math.IsNaN(c.Margin) || math.IsInf(c.Margin, 0):
+		return c, bad("Margin", c.Margin, "must be finite and >= 0")
+	case !(c.Epsilon > 0 && c.Epsilon <= 1):
+		return c, bad("Epsilon", c.Epsilon, "must lie in (0, 1]")
+	case c.MaxP < 1 || c.MaxP > costmodel.MaxPipelineWidth:
+		return c, bad("MaxP", c.MaxP, "out of range")
+	case c.ChunkSteps < 0 || c.ChunkSteps > costmodel.MaxChunkSteps:
+		return c, bad("ChunkSteps", c.ChunkSteps, "out of range")
+	case c.TPlan < 0 || c.TPlanPerSpan < 0 || c.TDecode < 0 || c.TDecodePerSpan < 0 || c.TChunkFixed < 0:
+		return c, bad("T*", "negative", "model constants must be >= 0")
+	case c.MinRunFragments < 1 || c.PollBatch < 1 || c.KeepStates < 0 || c.CalibrationBudget < 0:
+		return c, bad("MinRunFragments/PollBatch/KeepStates", "", "out of range")
+	case c.CopyWorkers < 1 || c.CopyWorkers > 1<<10:
+		return c, bad("CopyWorkers", c.CopyWorkers, "out of range [1, 1024]")
+	case c.AbortGrace < 0:
+		return c, bad("AbortGrace", c.AbortGrace, "must be >= 0")
+	case c.InlineMax > gatherwire.MaxInlineReply:
+		return c, bad("InlineMax", c.InlineMax, fmt.Sprintf("above MaxInlineReply (%d)", gatherwire.MaxInlineReply))
+	}
+	return c, nil
+}
+
+// Engine is the requester side of the adaptive scatter executor. It is
+// safe for concurrent use: many goroutines may Submit at once, on one
+// Conn or many.
+//
+// The engine owns the completion queues of the Conns it runs operations
+// on: while an operation is in flight on a Conn, nothing else (another
+// Engine included) may Post to, Poll or Wait on that Conn. It starts one driver goroutine per Conn (on
+// the first direct transfer) that polls completions in batches and keeps
+// the queue full; the driver ends when the Conn closes or the Engine does.
+type Engine struct {
+	cfg Config
+
+	calMu sync.Mutex
+
+	watchMu sync.Mutex
+	watch   abortWatch // the abort fence's operations (abort.go)
+	calOK   bool
+	local   costmodel.Calibration // for WRITE gather and mapped direct
+
+	// Mapped direct copies: rows over pack's workers, spans over the
+	// crew (both nil when CopyWorkers is 1).
+	copyWorkers int
+	rowWorkers  *pack.Workers
+	spanCrew    *spanCrew
+
+	ctx    context.Context // ends at Close: stops the drivers
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // drivers
+	active sync.WaitGroup // operations in flight
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[verbs.Conn]*connState
+	free   []*Operation
+
+	stats engineCounters
+}
+
+// engineCounters are the Engine's statistics, each on its own cache line.
+type engineCounters struct {
+	ops       paddedCounter
+	direct    paddedCounter
+	gather    paddedCounter
+	hybrid    paddedCounter
+	failed    paddedCounter
+	bytes     paddedCounter
+	fallbacks [numFallbacks]paddedCounter
+}
+
+type paddedCounter struct {
+	atomic.Uint64
+	_ [56]byte
+}
+
+// EngineStats counts what an Engine did since NewEngine.
+type Stats struct {
+	// Ops counts completed operations (successful or not); Direct,
+	// Gather and Hybrid count successful ones by the mode they ran in
+	// (after any fallback); Failed counts failed ones.
+	Ops, Direct, Gather, Hybrid, Failed uint64
+	// Bytes is the payload of successful operations.
+	Bytes uint64
+	// Fallbacks counts fallbacks to direct by reason (index by Fallback;
+	// FallbackNone stays zero), and FallbackTotal all of them.
+	Fallbacks     [numFallbacks]uint64
+	FallbackTotal uint64
+}
+
+// NewEngine returns an engine.
+func New(cfg Config) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, conns: make(map[verbs.Conn]*connState), copyWorkers: cfg.CopyWorkers}
+	if cfg.Calibration != nil && cfg.Staging == nil {
+		if !(cfg.Calibration.BMem > 0) || !(cfg.Calibration.RCopy > 0) {
+			return nil, &InvalidOpError{Field: "EngineConfig.Calibration", Reason: "BMem and RCopy must be positive"}
+		}
+		e.local, e.calOK = *cfg.Calibration, true
+	}
+	if cfg.Staging != nil {
+		if cfg.Staging.Region() == nil || cfg.Staging.Pool() == nil {
+			return nil, &InvalidOpError{Field: "EngineConfig.Staging", Reason: "not registered"}
+		}
+		if cfg.Calibration != nil {
+			e.local = *cfg.Calibration
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.CalibrationBudget+time.Second)
+			e.local, err = costmodel.CalibrateOrFallback(ctx, costmodel.CalibrateOptions{Budget: cfg.CalibrationBudget})
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("verbs: engine calibration: %w", err)
+			}
+		}
+		if !(e.local.BMem > 0) || !(e.local.RCopy > 0) {
+			return nil, &InvalidOpError{Field: "EngineConfig.Calibration", Reason: "BMem and RCopy must be positive"}
+		}
+		e.calOK = true
+	}
+	if cfg.CopyWorkers > 1 {
+		e.rowWorkers = pack.NewWorkers(cfg.CopyWorkers)
+		e.spanCrew = newSpanCrew(cfg.CopyWorkers)
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	s := Stats{
+		Ops: e.stats.ops.Load(), Direct: e.stats.direct.Load(), Gather: e.stats.gather.Load(),
+		Hybrid: e.stats.hybrid.Load(), Failed: e.stats.failed.Load(), Bytes: e.stats.bytes.Load(),
+	}
+	for i := range s.Fallbacks {
+		s.Fallbacks[i] = e.stats.fallbacks[i].Load()
+		if i != int(FallbackNone) {
+			s.FallbackTotal += s.Fallbacks[i]
+		}
+	}
+	return s
+}
+
+// Close waits for the operations in flight to complete (each ends with
+// its context or its Conn), stops the drivers and makes later Submits
+// fail with ErrClosed. It is idempotent.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.active.Wait()
+	e.cancel()
+	e.wg.Wait()
+	e.rowWorkers.Close()
+	e.spanCrew.close()
+	e.mu.Lock()
+	clear(e.conns)
+	e.free = nil
+	e.mu.Unlock()
+	return nil
+}
+
+// Prepare asks c's owner for its gather capability (once per Conn; later
+// calls return the cached answer) so the first operation does not pay
+// for it. A segment without a gather service answers with an error
+// wrapping ErrNotSupported; operations on c then run direct. On a Conn
+// that implements Mapper, Prepare also runs the engine's local
+// calibration (once, when EngineConfig gave none) that prices mapped
+// direct copies.
+func (e *Engine) Prepare(ctx context.Context, c verbs.Conn) (gatherwire.OwnerInfo, error) {
+	cs, err := e.conn(c)
+	if err != nil {
+		return gatherwire.OwnerInfo{}, err
+	}
+	info, err := cs.ownerInfo(ctx)
+	if err != nil {
+		return gatherwire.OwnerInfo{}, err
+	}
+	out := *info
+	out.Exposed = append([]verbs.RegionInfo(nil), info.Exposed...)
+	if _, mapped := c.(verbs.Mapper); mapped && !e.cfg.PostOnMapped {
+		// Mapped direct needs the local calibration: probe now rather
+		// than in the first operation.
+		if _, err := e.localCalibration(); err != nil {
+			return gatherwire.OwnerInfo{}, err
+		}
+	}
+	return out, nil
+}
+
+// conn returns the state of c, creating it on first use.
+func (e *Engine) conn(c verbs.Conn) (*connState, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("verbs: engine: %w", verbs.ErrClosed)
+	}
+	cs := e.conns[c]
+	if cs == nil || cs.isDead() {
+		cs = newConnState(e, c)
+		e.conns[c] = cs
+	}
+	return cs, nil
+}
+
+// forget drops cs (its Conn closed) unless it was replaced already.
+func (e *Engine) forget(cs *connState) {
+	e.mu.Lock()
+	if e.conns[cs.conn] == cs {
+		delete(e.conns, cs.conn)
+	}
+	e.mu.Unlock()
+}
+
+// getOp returns an idle operation state.
+func (e *Engine) getOp() *Operation {
+	e.mu.Lock()
+	if n := len(e.free); n > 0 {
+		op := e.free[n-1]
+		e.free[n-1] = nil
+		e.free = e.free[:n-1]
+		e.mu.Unlock()
+		return op
+	}
+	e.mu.Unlock()
+	return &Operation{e: e, done: make(chan struct{}, 1), watchIdx: -1}
+}
+
+// putOp keeps op for reuse.
+func (e *Engine) putOp(op *Operation) {
+	op.reset()
+	e.mu.Lock()
+	if !e.closed && len(e.free) < e.cfg.KeepStates {
+		e.free = append(e.free, op)
+	}
+	e.mu.Unlock()
+}
+
+// connState is what the engine keeps per Conn: the owner's capability
+// (asked once) with its moving measurements, and the completion driver.
+type connState struct {
+	e    *Engine
+	conn verbs.Conn
+
+	infoMu  sync.Mutex
+	infoOK  bool
+	infoErr error // a permanent answer (ErrNotSupported, malformed)
+	info    gatherwire.OwnerInfo
+	moving  *costmodel.Moving
+	// gathers counts READ gathers that completed on this Conn: the first
+	// one warms both sides up (first touch of staging and buffers, cold
+	// handler goroutines) and is not fed to moving.
+	gathers atomic.Uint64
+
+	// postRate is a moving average of the request rate direct
+	// operations achieved on this Conn (requests per second of window,
+	// beyond the time their bytes take at the link's bandwidth): the
+	// probe's rate comes from small cache-hot requests, real fragments
+	// also pay a random copy.
+	rateMu    sync.Mutex
+	postRate  float64
+	postRates int
+
+	driver
+}
+
+func newConnState(e *Engine, c verbs.Conn) *connState {
+	cs := &connState{e: e, conn: c}
+	cs.driver.init(cs)
+	return cs
+}
+
+// observeDirect feeds the request rate of a successful direct operation of
+// n requests and b bytes that took window on the link.
+func (cs *connState) observeDirect(n int, b uint64, window time.Duration) {
+	const minRequests = 256
+	lp := cs.conn.LinkParams()
+	if n < minRequests || window <= 0 || lp.Bandwidth <= 0 {
+		return
+	}
+	t := window.Seconds() - float64(b)/lp.Bandwidth
+	if t < 0.1*window.Seconds() {
+		return // bandwidth-bound: says nothing about the request rate
+	}
+	r := float64(n) / t
+	cs.rateMu.Lock()
+	if cs.postRates == 0 {
+		cs.postRate = r
+	} else {
+		cs.postRate += costmodel.DefaultAlpha * (r - cs.postRate)
+	}
+	cs.postRates++
+	cs.rateMu.Unlock()
+}
+
+// observedPostRate returns the moving request rate, 0 before any sample.
+func (cs *connState) observedPostRate() float64 {
+	cs.rateMu.Lock()
+	defer cs.rateMu.Unlock()
+	return cs.postRate
+}
+
+// ownerInfo asks the owner for its capability once; transient failures
+// (context, connection) are not cached.
+func (cs *connState) ownerInfo(ctx context.Context) (*gatherwire.OwnerInfo, error) {
+	cs.infoMu.Lock()
+	defer cs.infoMu.Unlock()
+	if cs.infoOK {
+		return &cs.info, nil
+	}
+	if cs.infoErr != nil {
+		return nil, cs.infoErr
+	}
+	resp, err := cs.conn.Call(ctx, gatherwire.MethodGatherInfo, nil, make([]byte, 0, 256))
+	if err == nil {
+		err = gatherwire.DecodeInfo(&cs.info, resp)
+	}
+	if err != nil {
+		err = fmt.Errorf("verbs: gather info: %w", err)
+		var ce *verbs.CallError
+		if errors.As(err, &ce) || errors.Is(err, verbs.ErrProtocol) {
+			cs.infoErr = err
+		}
+		return nil, err
+	}
+	base := costmodel.Params{BMem: cs.info.BMem, RCopy: cs.info.RCopy}
+	if cs.moving, err = costmodel.NewMoving(base, 0); err != nil {
+		cs.infoErr = fmt.Errorf("verbs: gather info: %w", err)
+		return nil, cs.infoErr
+	}
+	cs.infoOK = true
+	return &cs.info, nil
+}

@@ -1,0 +1,104 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
+
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs"
+)
+
+// TestAdaptiveChoice checks what ModeAuto picks under fixed link
+// parameters (small requests cost 1 us each, bulk 3 GB/s, 30 us RTT) and
+// the fixed test calibration. On tcp: gather for many small rows, direct
+// for a few large ranges, hybrid for a mix of both. On shm the Conn maps
+// the owner's table, so direct is the requester's own copy, priced as the
+// local gather it is (no per-request cost): direct for all three, which
+// the gather path (the same packing plus a transfer) cannot beat.
+func TestAdaptiveChoice(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			r := verbstest.NewRand(t)
+			mapped := be.name == "shm"
+			pick := func(unmapped engine.Mode) engine.Mode {
+				if mapped {
+					return engine.ModeDirect
+				}
+				return unmapped
+			}
+			for _, tc := range []struct {
+				name string
+				plan *planfmt.Plan
+				want engine.Mode
+			}{
+				{"many-small", rowsPlan(r, tableBytes, 6000, 264, 0, 0), pick(engine.ModeGather)},
+				{"few-large", mixedPlan(r, tableBytes, 0, 0, 6, 256<<10), engine.ModeDirect},
+				// Small spans of 285-300 B share one size class.
+				{"mixed", mixedPlan(r, tableBytes, 3000, 300, 4, 128<<10), pick(engine.ModeHybrid)},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					// A fresh connection: no moving measurements yet, so the
+					// decision rests on the fixed link and calibration alone.
+					f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes})
+					res := f.run(t, verbs.OpRead, tc.plan, engine.ModeAuto)
+					require.Equal(t, tc.want, res.Chosen, "decision:\n%v\nsplit: %v", res.Decision, res.Split)
+					require.Equal(t, tc.want, res.Mode)
+					require.Equal(t, engine.FallbackNone, res.Fallback)
+					switch tc.want {
+					case engine.ModeHybrid:
+						require.Equal(t, 4, res.Trace.DirectRequests, "the large ranges go direct")
+						require.Positive(t, res.Trace.Chunks)
+						require.NotEmpty(t, res.Split.String())
+					case engine.ModeGather:
+						require.Zero(t, res.Trace.DirectRequests)
+						require.Positive(t, res.Trace.Window)
+						require.Positive(t, res.Trace.WindowGoodput())
+						require.Contains(t, res.Decision.String(), "gather")
+					case engine.ModeDirect:
+						if !mapped {
+							require.Equal(t, 6, res.Trace.DirectRequests)
+							require.Zero(t, res.Trace.Mapped)
+							require.Zero(t, res.Trace.Chunks)
+							break
+						}
+						require.Zero(t, res.Trace.DirectRequests, "mapped: copies, no work requests")
+						require.Equal(t, res.Bytes, res.Trace.Mapped)
+						require.Positive(t, res.Trace.Window)
+						require.Zero(t, res.Trace.Chunks)
+						if tc.plan.Form == planfmt.FormRows {
+							// The gather candidate packs the same rows and
+							// then transfers them: never ahead of direct.
+							require.Less(t, res.Decision.Direct.Total, res.Decision.Gather.Total, "decision:\n%v", res.Decision)
+						}
+					}
+					st := f.eng.Stats()
+					require.Equal(t, uint64(1), st.Ops)
+					require.Equal(t, tc.want == engine.ModeGather, st.Gather == 1)
+					require.Equal(t, tc.want == engine.ModeHybrid, st.Hybrid == 1)
+					require.Equal(t, tc.want == engine.ModeDirect, st.Direct == 1)
+					require.Zero(t, st.FallbackTotal)
+					require.Zero(t, st.Failed)
+				})
+			}
+		})
+	}
+}
+
+// TestForcedHybrid checks a forced hybrid on a ranges plan whose split the
+// cost model would not make: spans up to HybridThreshold are gathered.
+func TestForcedHybrid(t *testing.T) {
+	r := verbstest.NewRand(t)
+	f := newFixture(t, r, fixtureConfig{backend: backends[1], tableBytes: tableBytes, localBytes: localBytes,
+		link: verbs.LinkParams{Bandwidth: 3e9, PostRate: 50e6, RTT: 30e3}})
+	p := mixedPlan(r, tableBytes, 200, 264, 3, 64<<10)
+	auto := f.run(t, verbs.OpRead, p, engine.ModeAuto)
+	require.Equal(t, engine.ModeDirect, auto.Mode, "cheap small requests: direct")
+	res := f.run(t, verbs.OpRead, p, engine.ModeHybrid)
+	require.Equal(t, engine.ModeHybrid, res.Mode, "fallback %v: %v", res.Fallback, res.FallbackErr)
+	require.Equal(t, 3, res.Trace.DirectRequests)
+}

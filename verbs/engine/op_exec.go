@@ -1,0 +1,631 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
+
+	"github.com/scatterkit/scatterkit/costmodel"
+	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs/stage"
+)
+
+// Operation is a submitted scatter operation. Wait for its result once:
+// when Wait returns the result, the Operation goes back to the engine for
+// reuse and must not be touched again. (If Wait returns because its own
+// context ended, the operation keeps running and Wait may be called
+// again.)
+type Operation struct {
+	e    *Engine
+	cs   *connState
+	ctx  context.Context
+	id   uint64
+	sop  ScatterOp
+	t0   time.Time
+	norm planfmt.Normalized
+	geom planfmt.Geometry
+
+	chosen, mode Mode
+	dec          costmodel.Decision
+	split        costmodel.SplitDecision
+	bucketModes  [64]costmodel.Mode // hybrid: mode of spans by log2 size
+	chunk        int64              // gather chunk size C
+	slots        int                // gather staging slots P
+	inline       bool               // a READ gather would be answered inline
+
+	// mapper is the Conn's Mapper when direct parts copy through its
+	// mapping (each part keeps the spans it copies: see directPart).
+	mapper verbs.Mapper
+
+	primary, fallback directPart
+	sub               []planfmt.Range // hybrid: the gathered spans
+	wave              []planfmt.Range // WRITE gather: one wave's command ranges
+	subPlan           planfmt.Plan
+	runs              []planfmt.Run
+	cmd               planfmt.Command
+	cmdBuf, respBuf   []byte
+
+	// The abort fence (abort.go): the operation's slot in the engine's
+	// watch list (-1: off it) and when the watchdog saw its context end
+	// (both under the engine's watchMu), and whether the watchdog closed
+	// the Conn (under op.mu).
+	watchIdx int
+	endedAt  time.Time
+	fenced   bool
+
+	mu        sync.Mutex
+	parts     int
+	err       error
+	gatherErr error
+	fb        Fallback
+	trace     Trace
+	lastData  time.Time
+	res       Result
+	done      chan struct{}
+}
+
+// reset drops references so an idle state pins nothing of the caller.
+func (op *Operation) reset() {
+	op.cs, op.ctx, op.sop, op.mapper = nil, nil, ScatterOp{}, nil
+	op.primary.resetSpans()
+	op.fallback.resetSpans()
+	op.primary.op, op.fallback.op = nil, nil
+	op.primary.wrs, op.fallback.wrs = op.primary.wrs[:0], op.fallback.wrs[:0]
+	op.sub, op.runs, op.wave = op.sub[:0], op.runs[:0], op.wave[:0]
+	op.cmd.Plan = planfmt.Plan{}
+	op.subPlan = planfmt.Plan{}
+	op.err, op.gatherErr = nil, nil
+	op.res = Result{}
+	op.dec, op.split = costmodel.Decision{}, costmodel.SplitDecision{}
+}
+
+// Submit starts op and returns without waiting for its transfers: direct
+// requests are posted (as many as the queue takes), a gather command is
+// handed to its own goroutine. Invalid input returns an error at once
+// and starts nothing. ctx bounds the whole operation: when it ends, the
+// operation stops posting; its transfers in flight get
+// EngineConfig.AbortGrace to finish (an operation whose every transfer
+// finished succeeds), then the engine closes the Conn to end them, and the
+// operation fails with the context's error and ErrClosed. Either way,
+// nothing of the operation lands in the caller's memory after it
+// returned.
+func (e *Engine) Submit(ctx context.Context, op *ScatterOp) (*Operation, error) {
+	return e.submit(ctx, op, false)
+}
+
+// Do runs op and waits for its result. It runs a gather command on the
+// calling goroutine.
+func (e *Engine) Do(ctx context.Context, op *ScatterOp) (Result, error) {
+	o, err := e.submit(ctx, op, true)
+	if err != nil {
+		return Result{}, err
+	}
+	return o.Wait(context.Background()) // ctx ends the operation itself
+}
+
+// Wait waits for the operation's result. A failed operation returns an
+// *OpError; its Result still describes what was planned. If ctx ends
+// first, Wait returns ctx.Err() and the operation keeps running.
+func (op *Operation) Wait(ctx context.Context) (Result, error) {
+	select {
+	case <-op.done:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	now := time.Now()
+	res := op.res
+	res.Trace.Total = now.Sub(op.t0)
+	if !op.lastData.IsZero() {
+		res.Trace.Complete = now.Sub(op.lastData)
+	}
+	stage.End(op.id, stage.Complete, 0)
+	stage.End(op.id, stage.Op, res.Bytes)
+	var err error
+	if op.err != nil {
+		err = &OpError{OpID: op.id, Mode: res.Mode, Err: op.err, Gather: op.gatherErr}
+	}
+	op.e.putOp(op)
+	return res, err
+}
+
+// checkOp validates a ScatterOp before anything starts.
+func checkOp(op *ScatterOp) error {
+	bad := func(field, reason string) error { return &InvalidOpError{Field: field, Reason: reason} }
+	switch {
+	case op == nil:
+		return bad("op", "nil")
+	case op.Conn == nil:
+		return bad("Conn", "nil")
+	case op.Plan == nil:
+		return bad("Plan", "nil")
+	case op.Local == nil:
+		return bad("Local", "nil")
+	case op.Dir != verbs.OpRead && op.Dir != verbs.OpWrite:
+		return bad("Dir", fmt.Sprintf("%v is neither OpRead nor OpWrite", op.Dir))
+	case op.Mode > ModeHybrid:
+		return bad("Mode", op.Mode.String())
+	case !op.Local.Access().Has(verbs.AccessLocal):
+		return bad("Local", "region lacks AccessLocal")
+	case op.Remote.Key == 0:
+		return bad("Remote.Key", "zero")
+	}
+	need, remoteExt, localExt := verbs.AccessRemoteRead, op.Plan.SrcExtent, op.Plan.DstExtent
+	if op.Dir == verbs.OpWrite {
+		need, remoteExt, localExt = verbs.AccessRemoteWrite, op.Plan.DstExtent, op.Plan.SrcExtent
+	}
+	if !op.Remote.Access.Has(need) {
+		return bad("Remote.Access", fmt.Sprintf("%v lacks %v", op.Remote.Access, need))
+	}
+	if !fits(op.RemoteOff, remoteExt, op.Remote.Len) {
+		return bad("RemoteOff", fmt.Sprintf("extent of %d bytes at %d exceeds the remote region's %d", remoteExt, op.RemoteOff, op.Remote.Len))
+	}
+	if !fits(op.LocalOff, localExt, uint64(op.Local.Len())) {
+		return bad("LocalOff", fmt.Sprintf("extent of %d bytes at %d exceeds the local region's %d", localExt, op.LocalOff, op.Local.Len()))
+	}
+	return nil
+}
+
+// fits reports whether [off, off+n) lies inside [0, size).
+func fits(off, n, size uint64) bool { return off <= size && n <= size-off }
+
+func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Operation, error) {
+	t0 := time.Now()
+	if err := checkOp(sop); err != nil {
+		return nil, err
+	}
+	cs, err := e.conn(sop.Conn)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("verbs: engine: %w", verbs.ErrClosed)
+	}
+	e.active.Add(1)
+	e.mu.Unlock()
+
+	op := e.getOp()
+	op.cs, op.ctx, op.sop, op.t0 = cs, ctx, *sop, t0
+	op.id = stage.NewID()
+	op.fenced = false
+	op.fb, op.lastData = FallbackNone, time.Time{}
+	op.trace = Trace{OpID: op.id, Start: t0}
+	if m, ok := sop.Conn.(verbs.Mapper); ok && !e.cfg.PostOnMapped {
+		op.mapper = m
+	}
+	stage.Begin(op.id, stage.Op)
+	stage.Begin(op.id, stage.Plan)
+	if err := planfmt.Normalize(&op.norm, sop.Plan); err != nil {
+		stage.End(op.id, stage.Plan, 0)
+		stage.End(op.id, stage.Op, 0)
+		e.active.Done()
+		e.putOp(op)
+		return nil, fmt.Errorf("verbs: scatter op: %w", err)
+	}
+	op.geom = op.norm.Geometry()
+	op.trace.Payload = op.geom.Bytes
+	op.decide()
+	if op.mode == ModeGather || op.mode == ModeHybrid {
+		op.prepareGather()
+	}
+	op.trace.Plan = time.Since(t0)
+	stage.End(op.id, stage.Plan, 0)
+	e.watchAbort(op) // from here on the operation ends in complete
+	op.launch(inline)
+	return op, nil
+}
+
+// decide picks the mode (and for gather the chunk size and slots).
+func (op *Operation) decide() {
+	want := op.sop.Mode
+	op.chosen, op.mode, op.inline = ModeDirect, ModeDirect, false
+	if op.geom.Bytes == 0 || want == ModeDirect {
+		return
+	}
+	if want == ModeAuto {
+		op.chosen = ModeAuto // settled below
+	} else {
+		op.chosen = want
+	}
+	info, err := op.cs.ownerInfo(op.ctx)
+	if err != nil {
+		op.noGather(FallbackNoService, err)
+		return
+	}
+	if fb := op.gatherable(info); fb != FallbackNone {
+		op.noGather(fb, nil)
+		return
+	}
+	p := op.params(info)
+	g := costmodel.Geometry{S: int64(op.geom.Bytes), N: int64(op.geom.Fragments), M: int64(op.geom.Spans)}
+	var cand costmodel.Candidate
+	switch {
+	case op.sop.Plan.Form == planfmt.FormRanges && want != ModeGather && op.occupiedBuckets() > 1:
+		op.splitPlan(p, want == ModeHybrid)
+		cand = op.split.Pipeline
+	default:
+		op.dec = costmodel.Decide(p, g)
+		cand = op.dec.Gather
+		op.inline = op.sop.Dir == verbs.OpRead && int64(op.geom.Bytes) <= min(op.e.cfg.InlineMax, info.InlineMax)
+		runsOK := op.geom.Runs*uint64(op.e.cfg.MinRunFragments) <= op.geom.Fragments
+		switch {
+		case want == ModeGather || want == ModeHybrid:
+			op.mode = ModeGather
+		case op.dec.Mode == costmodel.ModeGather && runsOK:
+			op.mode = ModeGather
+		case op.inline && runsOK && float64(inlineTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
+			// The model's T_gather counts a bulk round trip an inline
+			// reply does not pay: price the inline path on its own.
+			op.mode = ModeGather
+		}
+	}
+	if op.chosen == ModeAuto {
+		op.chosen = op.mode
+	}
+	if op.mode == ModeDirect {
+		return
+	}
+	if !op.shape(info, cand) {
+		op.noGather(FallbackUnsupported, nil)
+	}
+}
+
+// inlineTime predicts a READ gather answered inline: the gather front
+// (plan, command, decode), the owner packing with one worker, and the
+// payload crossing the link once in the reply.
+func inlineTime(p costmodel.Params, g costmodel.Geometry) time.Duration {
+	t := costmodel.TFront(p, g) + costmodel.TPack(p, g, 1)
+	if p.BNet > 0 {
+		t += time.Duration(float64(g.S) / p.BNet * 1e9)
+	}
+	return t
+}
+
+// noGather records that gather cannot run and settles on direct.
+func (op *Operation) noGather(fb Fallback, err error) {
+	if op.chosen == ModeAuto {
+		op.chosen = ModeDirect
+	}
+	op.mode = ModeDirect
+	op.fb = fb
+	op.gatherErr = err
+}
+
+// gatherable checks what gather needs besides the cost model: the
+// destination (READ) or the engine's staging (WRITE) exposed on the
+// Conn, rows no larger than the owner's largest chunk.
+func (op *Operation) gatherable(info *gatherwire.OwnerInfo) Fallback {
+	if op.sop.Dir == verbs.OpRead {
+		if !info.Covers(op.sop.Local.Key(), verbs.AccessRemoteWrite, op.sop.LocalOff+op.sop.Plan.DstExtent) {
+			return FallbackNotExposed
+		}
+	} else {
+		st := op.e.cfg.Staging
+		if st == nil || !info.Covers(st.Region().Key(), verbs.AccessRemoteRead, uint64(st.Region().Len())) {
+			return FallbackNotExposed
+		}
+	}
+	if op.sop.Plan.Form == planfmt.FormRows {
+		r := int64(op.sop.Plan.Rows.RowSize)
+		if r > info.MaxChunk || (op.sop.Dir == verbs.OpWrite && r > int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)) {
+			return FallbackUnsupported
+		}
+	}
+	return FallbackNone
+}
+
+// params builds the cost model's inputs for this operation.
+func (op *Operation) params(info *gatherwire.OwnerInfo) costmodel.Params {
+	p := op.linkParams(info)
+	if op.mapper != nil {
+		// Direct is a local copy here; see mappedParams. Without a local
+		// calibration (its probe failed) the owner's, taken on this same
+		// host, stands in.
+		cal := costmodel.Calibration{BMem: info.BMem, RCopy: info.RCopy}
+		if loc, err := op.e.localCalibration(); err == nil {
+			cal = loc
+		}
+		p = op.mappedParams(p, cal)
+	}
+	return p
+}
+
+// linkParams builds the cost model's inputs from the link, the owner's
+// packing figures and the direct rate observed on the Conn.
+func (op *Operation) linkParams(info *gatherwire.OwnerInfo) costmodel.Params {
+	cfg := &op.e.cfg
+	lp := op.cs.conn.LinkParams()
+	p := costmodel.Params{
+		BNet: lp.Bandwidth, RPost: lp.PostRate, Q: max(lp.QueueDepth, 1), L: lp.RTT,
+		BMem: info.BMem, RCopy: info.RCopy,
+		TPlan: cfg.TPlan, TPlanPerSpan: cfg.TPlanPerSpan,
+		TDecode: cfg.TDecode, TDecodePerSpan: cfg.TDecodePerSpan,
+		TChunkFixed: cfg.TChunkFixed,
+		Epsilon:     cfg.Epsilon, Margin: cfg.Margin,
+		StagingBudget: info.StagingBudget,
+		MaxP:          max(1, min(cfg.MaxP, info.PackWorkers)),
+		MaxChunk:      info.MaxChunk,
+		ChunkSteps:    cfg.ChunkSteps,
+	}
+	if op.sop.Plan.Form == planfmt.FormRanges {
+		// The owner copies ranges on one goroutine; only rows are split
+		// over its pack workers.
+		p.MaxP = 1
+	}
+	// The command itself crosses the link before the owner starts.
+	// (EncodedCommandSize is O(1) for rows; ranges take at most 24 bytes
+	// each, a bound that avoids a pass over them.)
+	cmdBytes := int64(op.geom.Fragments+op.geom.Skipped) * 24
+	if op.sop.Plan.Form == planfmt.FormRows {
+		if n, err := planfmt.EncodedCommandSize(&planfmt.Command{Chunk: 1, Pipeline: 1, Dir: planfmt.Read,
+			Src: planfmt.Window{Len: op.sop.Plan.SrcExtent}, Dst: planfmt.Window{Len: op.sop.Plan.DstExtent},
+			Plan: *op.sop.Plan}); err == nil {
+			cmdBytes = int64(n)
+		}
+	}
+	p.TControl = lp.RTT
+	if lp.Bandwidth > 0 {
+		p.TControl += time.Duration(float64(cmdBytes) / lp.Bandwidth * 1e9)
+	}
+	if op.sop.Dir == verbs.OpWrite {
+		// The requester packs; the owner only moves whole chunks.
+		loc := op.e.local
+		p.BMem, p.RCopy = loc.BMem, loc.RCopy
+		ms := int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)
+		p.StagingBudget = min(p.StagingBudget, ms)
+		p.MaxChunk = min(p.MaxChunk, ms)
+		p.MaxP = 1 // one packer: the requester's goroutine
+		return op.directRate(p)
+	}
+	return op.directRate(op.cs.moving.Refresh(p))
+}
+
+// directRate sets the request rate the direct prediction uses: the rate
+// direct operations achieved on this Conn once there is one; before that
+// the probe's rate, capped by the small-copy rate (each direct fragment is
+// also a random copy on one goroutine somewhere).
+func (op *Operation) directRate(p costmodel.Params) costmodel.Params {
+	if r := op.cs.observedPostRate(); r > 0 {
+		p.RPost = r
+	} else if p.RCopy > 0 {
+		p.RPost = min(p.RPost, p.RCopy)
+	}
+	return p
+}
+
+// shape turns a gather candidate into the command's chunk size (a power of
+// two within the owner's chunk bounds, at least one row) and staging slots
+// (at least two when there are two chunks, so packing overlaps sending,
+// within the budget). It reports false when no shape fits.
+func (op *Operation) shape(info *gatherwire.OwnerInfo, cand costmodel.Candidate) bool {
+	if cand.C < 1 {
+		return false
+	}
+	s := int64(op.geom.Bytes)
+	if op.mode == ModeHybrid {
+		s = op.split.Gather.S
+	}
+	maxChunk := info.MaxChunk
+	budget := info.StagingBudget
+	if op.sop.Dir == verbs.OpWrite {
+		ms := int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)
+		maxChunk, budget = min(maxChunk, ms), min(budget, ms)
+	}
+	// C is a power of two at least the owner's smallest chunk (and at
+	// least one row): exactly the size of the staging lease that holds
+	// it, so P leases of C bytes are the whole staging the command may
+	// hold. A plan smaller than C leaves its one chunk partly empty
+	// rather than asking for a lease the pool would round up.
+	c := int64(1) << (bits.Len64(uint64(cand.C)) - 1)
+	c = max(min(c, maxChunk), info.MinChunk)
+	if op.sop.Plan.Form == planfmt.FormRows {
+		if r := int64(op.sop.Plan.Rows.RowSize); c < r {
+			c = int64(1) << bits.Len64(uint64(r-1))
+		}
+	}
+	if c > maxChunk || c > budget {
+		return false
+	}
+	// Staging slots: as many as the owner's limit and the budget allow
+	// (at least the model's pipeline width), so packing runs ahead of
+	// the link instead of waiting on each chunk's completion.
+	k := (s + c - 1) / c
+	slots := max(int64(cand.P), int64(info.MaxSlots))
+	slots = min(slots, budget/c, k)
+	op.chunk, op.slots = c, int(max(slots, 1))
+	op.trace.ChunkBytes, op.trace.Slots = op.chunk, op.slots
+	return true
+}
+
+// launch starts the transfers of the decided mode.
+func (op *Operation) launch(inline bool) {
+	switch op.mode {
+	case ModeGather:
+		op.parts = 1
+		if inline {
+			op.runGather()
+		} else {
+			go op.runGather()
+		}
+	case ModeHybrid:
+		// The gather part starts first, on its own goroutine: a backend
+		// that copies inside Post (shm) then moves the direct part on this
+		// goroutine while the owner packs.
+		op.parts = 2
+		go op.runGather()
+		if op.mapper != nil {
+			op.runMapped(&op.primary, true)
+			return
+		}
+		op.submitReserved(&op.primary)
+	default:
+		op.parts = 1
+		if op.mapper != nil {
+			op.runMapped(&op.primary, false)
+			return
+		}
+		op.primary.op = op
+		id := op.cs.reserve(&op.primary)
+		wrs := op.primary.wrs[:0]
+		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
+			wrs = op.spanRequest(wrs, id, src, dst, n)
+			return true
+		})
+		op.primary.wrs = wrs
+		op.submitReserved(&op.primary)
+	}
+}
+
+// submitReserved submits a part whose requests carry the ID reserve gave.
+func (op *Operation) submitReserved(p *directPart) {
+	op.mu.Lock()
+	op.trace.DirectRequests += len(p.wrs)
+	op.mu.Unlock()
+	if len(p.wrs) == 0 {
+		op.cs.release(p)
+		op.directDone(p)
+		return
+	}
+	op.cs.submit(p)
+}
+
+// directDone is called when a direct part finished (all its requests
+// completed, or it failed and its requests in flight completed).
+func (op *Operation) directDone(p *directPart) {
+	op.mu.Lock()
+	if p.err != nil && op.err == nil {
+		op.err = p.err
+	}
+	if !p.first.IsZero() {
+		if w := p.last.Sub(p.first); w > op.trace.Window {
+			op.trace.Window = w
+		}
+	}
+	if p.last.After(op.lastData) {
+		op.lastData = p.last
+	}
+	op.parts--
+	last := op.parts == 0
+	op.mu.Unlock()
+	if last {
+		op.complete()
+	}
+}
+
+// gatherDone is called when the gather part ended. On failure it falls
+// back: the gathered spans are sent direct (rewriting whatever the gather
+// wrote), unless the operation's context ended.
+func (op *Operation) gatherDone(err error, fb Fallback) {
+	now := time.Now()
+	op.mu.Lock()
+	if now.After(op.lastData) {
+		op.lastData = now
+	}
+	if err == nil {
+		op.parts--
+		last := op.parts == 0
+		op.mu.Unlock()
+		if last {
+			op.complete()
+		}
+		return
+	}
+	op.fb, op.gatherErr = fb, err
+	if cerr := op.ctx.Err(); cerr != nil {
+		if op.err == nil {
+			op.err = cerr
+		}
+		op.parts--
+		last := op.parts == 0
+		op.mu.Unlock()
+		if last {
+			op.complete()
+		}
+		return
+	}
+	op.mu.Unlock()
+	// The gather part is replaced by its direct fallback.
+	p := &op.fallback
+	if op.mapper != nil {
+		if op.mode == ModeHybrid {
+			p.setSpans(op.sub)
+		}
+		op.runMapped(p, op.mode == ModeHybrid)
+		return
+	}
+	p.op = op
+	id := op.cs.reserve(p)
+	if op.mode == ModeHybrid {
+		p.wrs = op.rangeRequests(p.wrs[:0], id, op.sub)
+	} else {
+		wrs := p.wrs[:0]
+		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
+			wrs = op.spanRequest(wrs, id, src, dst, n)
+			return true
+		})
+		p.wrs = wrs
+	}
+	op.submitReserved(p)
+}
+
+// complete publishes the result.
+func (op *Operation) complete() {
+	stage.Begin(op.id, stage.Complete)
+	op.e.unwatchAbort(op)
+	op.mu.Lock()
+	if op.fenced {
+		op.err = fmt.Errorf("%w; its transfers were still in flight %v later, so the engine closed the connection to end them: %w",
+			op.ctx.Err(), op.e.cfg.AbortGrace, verbs.ErrClosed)
+	}
+	op.mu.Unlock()
+	e := op.e
+	res := &op.res
+	res.Chosen = op.chosen
+	res.Mode = op.mode
+	if op.fb != FallbackNone && op.mode != ModeDirect {
+		res.Mode = ModeDirect // every byte went direct in the end
+	}
+	res.Bytes, res.Fragments, res.Spans = op.geom.Bytes, op.geom.Fragments, op.geom.Spans
+	sb := op.sop.SpanBytes[:0]
+	for _, c := range op.norm.Completions() {
+		sb = append(sb, c.Bytes)
+	}
+	res.SpanBytes = sb
+	res.Fallback = op.fb
+	res.FallbackErr = op.gatherErr
+	res.Decision, res.Split = op.dec, op.split
+	res.Trace = op.trace
+
+	e.stats.ops.Add(1)
+	if op.fb != FallbackNone {
+		e.stats.fallbacks[op.fb].Add(1)
+	}
+	if op.err != nil {
+		e.stats.failed.Add(1)
+	} else {
+		if res.Mode == ModeDirect && op.fb == FallbackNone {
+			op.cs.observeDirect(op.trace.DirectRequests, op.geom.Bytes, op.trace.Window)
+		}
+		e.stats.bytes.Add(op.geom.Bytes)
+		switch res.Mode {
+		case ModeGather:
+			e.stats.gather.Add(1)
+		case ModeHybrid:
+			e.stats.hybrid.Add(1)
+		default:
+			e.stats.direct.Add(1)
+		}
+	}
+	if op.err != nil && errors.Is(op.err, verbs.ErrClosed) {
+		op.cs.e.forget(op.cs)
+	}
+	e.active.Done()
+	op.done <- struct{}{}
+}
