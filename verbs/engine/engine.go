@@ -131,7 +131,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MinRunFragments = 4
 	}
 	if c.InlineMax == 0 {
-		c.InlineMax = gatherwire.DefaultInlineMax
+		c.InlineMax = DefaultInlineMax
 	}
 	if c.PollBatch == 0 {
 		c.PollBatch = 1024
@@ -162,8 +162,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, bad("CopyWorkers", c.CopyWorkers, "out of range [1, 1024]")
 	case c.AbortGrace < 0:
 		return c, bad("AbortGrace", c.AbortGrace, "must be >= 0")
-	case c.InlineMax > gatherwire.MaxInlineReply:
-		return c, bad("InlineMax", c.InlineMax, fmt.Sprintf("above MaxInlineReply (%d)", gatherwire.MaxInlineReply))
+	case c.InlineMax > MaxInlineReply:
+		return c, bad("InlineMax", c.InlineMax, fmt.Sprintf("above MaxInlineReply (%d)", MaxInlineReply))
 	}
 	return c, nil
 }
@@ -321,14 +321,14 @@ func (e *Engine) Close() error {
 // that implements Mapper, Prepare also runs the engine's local
 // calibration (once, when EngineConfig gave none) that prices mapped
 // direct copies.
-func (e *Engine) Prepare(ctx context.Context, c verbs.Conn) (gatherwire.OwnerInfo, error) {
+func (e *Engine) Prepare(ctx context.Context, c verbs.Conn) (OwnerInfo, error) {
 	cs, err := e.conn(c)
 	if err != nil {
-		return gatherwire.OwnerInfo{}, err
+		return OwnerInfo{}, err
 	}
 	info, err := cs.ownerInfo(ctx)
 	if err != nil {
-		return gatherwire.OwnerInfo{}, err
+		return OwnerInfo{}, err
 	}
 	out := *info
 	out.Exposed = append([]verbs.RegionInfo(nil), info.Exposed...)
@@ -336,7 +336,7 @@ func (e *Engine) Prepare(ctx context.Context, c verbs.Conn) (gatherwire.OwnerInf
 		// Mapped direct needs the local calibration: probe now rather
 		// than in the first operation.
 		if _, err := e.localCalibration(); err != nil {
-			return gatherwire.OwnerInfo{}, err
+			return OwnerInfo{}, err
 		}
 	}
 	return out, nil
@@ -399,7 +399,7 @@ type connState struct {
 	infoMu  sync.Mutex
 	infoOK  bool
 	infoErr error // a permanent answer (ErrNotSupported, malformed)
-	info    gatherwire.OwnerInfo
+	info    OwnerInfo
 	moving  *costmodel.Moving
 	// gathers counts READ gathers that completed on this Conn: the first
 	// one warms both sides up (first touch of staging and buffers, cold
@@ -456,7 +456,7 @@ func (cs *connState) observedPostRate() float64 {
 
 // ownerInfo asks the owner for its capability once; transient failures
 // (context, connection) are not cached.
-func (cs *connState) ownerInfo(ctx context.Context) (*gatherwire.OwnerInfo, error) {
+func (cs *connState) ownerInfo(ctx context.Context) (*OwnerInfo, error) {
 	cs.infoMu.Lock()
 	defer cs.infoMu.Unlock()
 	if cs.infoOK {

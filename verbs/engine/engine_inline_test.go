@@ -7,7 +7,6 @@ import (
 
 	"github.com/scatterkit/scatterkit/verbs/engine"
 	"github.com/scatterkit/scatterkit/verbs/gather"
-	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 
 	"github.com/stretchr/testify/require"
 
@@ -35,7 +34,7 @@ func TestInlineReply(t *testing.T) {
 				serviceMax   int64
 				wantInlineLE int64 // plans up to this payload come inline (0: none)
 			}{
-				{"default", 0, 0, gatherwire.DefaultInlineMax},
+				{"default", 0, 0, engine.DefaultInlineMax},
 				{"engine-off", -1, 0, 0},
 				{"owner-off", 0, -1, 0},
 				{"owner-smaller", 0, 64 << 10, 64 << 10},
@@ -70,6 +69,6 @@ func TestInlineReply(t *testing.T) {
 }
 
 func TestInlineReplyConfig(t *testing.T) {
-	_, err := engine.New(engine.Config{InlineMax: gatherwire.MaxInlineReply + 1})
+	_, err := engine.New(engine.Config{InlineMax: engine.MaxInlineReply + 1})
 	require.ErrorIs(t, err, verbs.ErrInvalid)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
 
 	"github.com/scatterkit/scatterkit/verbs/engine"
-	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 
 	"github.com/stretchr/testify/require"
 
@@ -100,7 +99,7 @@ func TestScatterMatrix(t *testing.T) {
 										if res.Trace.Inline {
 											// The payload came in the reply: no staging.
 											require.Equal(t, verbs.OpRead, dir)
-											require.LessOrEqual(t, res.Bytes, uint64(gatherwire.DefaultInlineMax))
+											require.LessOrEqual(t, res.Bytes, uint64(engine.DefaultInlineMax))
 											require.Zero(t, res.Trace.StagingPeak)
 										} else {
 											require.Positive(t, res.Trace.StagingPeak)

@@ -89,9 +89,9 @@ func classify(err error) Fallback {
 		}
 		if code, ok := gatherwire.ParseGatherCode(ce.Message); ok {
 			switch code {
-			case gatherwire.GatherRefused:
+			case GatherRefused:
 				return FallbackRefused
-			case gatherwire.GatherExhausted:
+			case GatherExhausted:
 				return FallbackExhausted
 			}
 		}
@@ -137,12 +137,12 @@ func (op *Operation) gatherRead() (error, Fallback) {
 		bytes = uint64(op.split.Gather.S)
 	}
 	if st.Dir != verbs.OpRead || st.Payload != bytes {
-		return &gatherwire.WireError{Message: "reply", Field: "payload",
+		return &WireError{Message: "reply", Field: "payload",
 			Reason: fmt.Sprintf("%s of %d bytes for a READ of %d (%d ranges)", st.Dir, st.Payload, bytes, len(want.Ranges))}, FallbackAborted
 	}
 	if st.Inline {
 		if op.mode == ModeHybrid {
-			return &gatherwire.WireError{Message: "reply", Field: "flags", Reason: "inline payload for a hybrid part, which did not ask for it"}, FallbackAborted
+			return &WireError{Message: "reply", Field: "flags", Reason: "inline payload for a hybrid part, which did not ask for it"}, FallbackAborted
 		}
 		// The reply holds the packed stream: copy each destination run
 		// from it, as the owner's bulk WRITEs would have.
@@ -273,7 +273,7 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 			return err, classify(err)
 		}
 		if st.Dir != verbs.OpWrite || st.Payload != uint64(n) {
-			return &gatherwire.WireError{Message: "reply", Field: "payload",
+			return &WireError{Message: "reply", Field: "payload",
 				Reason: fmt.Sprintf("%s of %d bytes for a WRITE wave of %d", st.Dir, st.Payload, n)}, FallbackAborted
 		}
 		op.mu.Lock()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/planfmt"
@@ -301,7 +300,7 @@ func (op *Operation) noGather(fb Fallback, err error) {
 // gatherable checks what gather needs besides the cost model: the
 // destination (READ) or the engine's staging (WRITE) exposed on the
 // Conn, rows no larger than the owner's largest chunk.
-func (op *Operation) gatherable(info *gatherwire.OwnerInfo) Fallback {
+func (op *Operation) gatherable(info *OwnerInfo) Fallback {
 	if op.sop.Dir == verbs.OpRead {
 		if !info.Covers(op.sop.Local.Key(), verbs.AccessRemoteWrite, op.sop.LocalOff+op.sop.Plan.DstExtent) {
 			return FallbackNotExposed
@@ -322,7 +321,7 @@ func (op *Operation) gatherable(info *gatherwire.OwnerInfo) Fallback {
 }
 
 // params builds the cost model's inputs for this operation.
-func (op *Operation) params(info *gatherwire.OwnerInfo) costmodel.Params {
+func (op *Operation) params(info *OwnerInfo) costmodel.Params {
 	p := op.linkParams(info)
 	if op.mapper != nil {
 		// Direct is a local copy here; see mappedParams. Without a local
@@ -339,7 +338,7 @@ func (op *Operation) params(info *gatherwire.OwnerInfo) costmodel.Params {
 
 // linkParams builds the cost model's inputs from the link, the owner's
 // packing figures and the direct rate observed on the Conn.
-func (op *Operation) linkParams(info *gatherwire.OwnerInfo) costmodel.Params {
+func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 	cfg := &op.e.cfg
 	lp := op.cs.conn.LinkParams()
 	p := costmodel.Params{
@@ -404,7 +403,7 @@ func (op *Operation) directRate(p costmodel.Params) costmodel.Params {
 // two within the owner's chunk bounds, at least one row) and staging slots
 // (at least two when there are two chunks, so packing overlaps sending,
 // within the budget). It reports false when no shape fits.
-func (op *Operation) shape(info *gatherwire.OwnerInfo, cand costmodel.Candidate) bool {
+func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 	if cand.C < 1 {
 		return false
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/staging"
 
 	"github.com/stretchr/testify/require"
@@ -244,7 +243,7 @@ func TestCommandCostBound(t *testing.T) {
 			f.svc.free, f.svc.freeBytes = nil, 0 // a fresh state: its storage is this command's
 			f.svc.mu.Unlock()
 			msg := encodeCmd(t, tc.cmd)
-			_, err := f.seg.call(context.Background(), f.peer(1), gatherwire.MethodGather, msg)
+			_, err := f.seg.call(context.Background(), f.peer(1), MethodGather, msg)
 			require.NoError(t, err)
 			shape, err := planfmt.Limits{}.PeekCommand(msg)
 			require.NoError(t, err)
@@ -290,10 +289,10 @@ func TestBudgetRefusesAmplification(t *testing.T) {
 	msg := encodeCmd(t, f.degenerateCmd(4<<20))
 	t.Logf("attack command: %d ranges in %d bytes", 4<<20, len(msg))
 	var err error
-	got := allocated(func() { _, err = f.seg.call(context.Background(), f.peer(1), gatherwire.MethodGather, msg) })
-	var ge *gatherwire.GatherError
+	got := allocated(func() { _, err = f.seg.call(context.Background(), f.peer(1), MethodGather, msg) })
+	var ge *GatherError
 	require.ErrorAs(t, err, &ge)
-	require.Equal(t, gatherwire.GatherRefused, ge.Code)
+	require.Equal(t, GatherRefused, ge.Code)
 	require.Equal(t, "budget", ge.Stage)
 	require.Less(t, got, uint64(1<<20), "the owner allocated %d bytes for a refused command", got)
 
@@ -306,11 +305,11 @@ func TestBudgetRefusesAmplification(t *testing.T) {
 	errs := make(chan error, 8)
 	for i := range 8 {
 		wg.Go(func() {
-			_, err := f.seg.call(context.Background(), f.peer(uint64(10+i)), gatherwire.MethodGather, msg)
+			_, err := f.seg.call(context.Background(), f.peer(uint64(10+i)), MethodGather, msg)
 			errs <- err
 		})
 	}
-	_, err = f.seg.call(context.Background(), f.peer(2), gatherwire.MethodGather, encodeCmd(t, good))
+	_, err = f.seg.call(context.Background(), f.peer(2), MethodGather, encodeCmd(t, good))
 	require.NoError(t, err, "a well-behaved command during the attack")
 	wg.Wait()
 	close(errs)
@@ -334,16 +333,16 @@ func TestBudgetWaitsThenExhausts(t *testing.T) {
 	stalled.stalled = true
 	cmd := encodeCmd(t, f.rowsCmd(r, 5000, 264, 0))
 	done := make(chan error, 1)
-	go func() { _, err := f.seg.call(context.Background(), stalled, gatherwire.MethodGather, cmd); done <- err }()
+	go func() { _, err := f.seg.call(context.Background(), stalled, MethodGather, cmd); done <- err }()
 	require.Eventually(t, func() bool { return f.svc.Stats().Running == 1 }, 10*time.Second, time.Millisecond)
-	_, err := f.seg.call(context.Background(), f.peer(2), gatherwire.MethodGather, cmd)
-	var ge *gatherwire.GatherError
+	_, err := f.seg.call(context.Background(), f.peer(2), MethodGather, cmd)
+	var ge *GatherError
 	require.ErrorAs(t, err, &ge)
-	require.Equal(t, gatherwire.GatherExhausted, ge.Code)
+	require.Equal(t, GatherExhausted, ge.Code)
 	require.Equal(t, "budget", ge.Stage)
 	f.seg.Evict(1)
 	require.Error(t, <-done)
-	_, err = f.seg.call(context.Background(), f.peer(3), gatherwire.MethodGather, cmd)
+	_, err = f.seg.call(context.Background(), f.peer(3), MethodGather, cmd)
 	require.NoError(t, err)
 }
 
@@ -358,10 +357,10 @@ func TestStalledCommandIsEvicted(t *testing.T) {
 	stalled.stalled = true
 	cmd := encodeCmd(t, f.rowsCmd(r, 20000, 264, 0))
 	start := time.Now()
-	_, err := f.seg.call(context.Background(), stalled, gatherwire.MethodGather, cmd)
-	var ge *gatherwire.GatherError
+	_, err := f.seg.call(context.Background(), stalled, MethodGather, cmd)
+	var ge *GatherError
 	require.ErrorAs(t, err, &ge)
-	require.Equal(t, gatherwire.GatherAborted, ge.Code)
+	require.Equal(t, GatherAborted, ge.Code)
 	require.Less(t, time.Since(start), 5*time.Second)
 	select {
 	case <-f.seg.conn(7):
@@ -377,7 +376,7 @@ func TestStalledCommandIsEvicted(t *testing.T) {
 	other := f.peer(8)
 	other.stalled = true
 	done := make(chan error, 1)
-	go func() { _, err := f.seg.call(context.Background(), other, gatherwire.MethodGather, cmd); done <- err }()
+	go func() { _, err := f.seg.call(context.Background(), other, MethodGather, cmd); done <- err }()
 	require.Eventually(t, func() bool { return f.svc.Stats().Running == 1 }, 10*time.Second, time.Millisecond)
 	start = time.Now()
 	require.NoError(t, f.svc.Close())
@@ -393,13 +392,13 @@ func TestPooledStatesTrimmed(t *testing.T) {
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	f := newFakeService(t, 8<<20, 64<<20, Config{})
 	big := encodeCmd(t, f.rangesCmd(r, 200000, 200))
-	_, err := f.seg.call(context.Background(), f.peer(1), gatherwire.MethodGather, big)
+	_, err := f.seg.call(context.Background(), f.peer(1), MethodGather, big)
 	require.NoError(t, err)
 	small := encodeCmd(t, f.rowsCmd(r, 2000, 264, 0))
 	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Go(func() {
-			_, err := f.seg.call(context.Background(), f.peer(uint64(2+i)), gatherwire.MethodGather, small)
+			_, err := f.seg.call(context.Background(), f.peer(uint64(2+i)), MethodGather, small)
 			require.NoError(t, err)
 		})
 	}

@@ -99,7 +99,7 @@ type Service struct {
 	cfg     Config
 	seg     verbs.Segment
 	exports map[verbs.Key]*verbs.Region
-	info    gatherwire.OwnerInfo
+	info    OwnerInfo
 	cal     costmodel.Calibration
 	workers *pack.Workers
 
@@ -183,7 +183,7 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.CalibrationBudget = 50 * time.Millisecond
 	}
 	if cfg.InlineMax == 0 {
-		cfg.InlineMax = gatherwire.DefaultInlineMax
+		cfg.InlineMax = DefaultInlineMax
 	}
 	if cfg.MaxCommands == 0 {
 		cfg.MaxCommands = DefaultMaxCommands
@@ -216,7 +216,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, bad("ProgressTimeout", cfg.ProgressTimeout.String()+": at least 1 ms")
 	}
 	s := &Service{cfg: cfg, seg: cfg.Segment, exports: make(map[verbs.Key]*verbs.Region, len(cfg.Exports)),
-		inlineMax: min(cfg.InlineMax, gatherwire.MaxInlineReply), active: make(map[*cmdState]struct{}),
+		inlineMax: min(cfg.InlineMax, MaxInlineReply), active: make(map[*cmdState]struct{}),
 		epoch: time.Now(), stop: make(chan struct{}),
 		admit: admission{maxCmds: cfg.MaxCommands, budget: cfg.MemoryBudget}}
 	served := cfg.Segment.Regions()
@@ -246,7 +246,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, bad("Calibration", "BMem and RCopy must be positive")
 	}
 	s.cal = cal
-	s.info = gatherwire.OwnerInfo{BMem: cal.BMem, RCopy: cal.RCopy, PackWorkers: cfg.PackWorkers, MaxSlots: cfg.MaxSlots,
+	s.info = OwnerInfo{BMem: cal.BMem, RCopy: cal.RCopy, PackWorkers: cfg.PackWorkers, MaxSlots: cfg.MaxSlots,
 		StagingBudget: cfg.CommandBudget, MinChunk: int64(ps.MinSlot), MaxChunk: cfg.MaxChunk,
 		InlineMax: max(s.inlineMax, 0)}
 	if cfg.PackWorkers > 1 {
@@ -254,8 +254,8 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s.watched.Add(1)
 	go s.watchdog()
-	cfg.Segment.Handle(gatherwire.MethodGatherInfo, verbs.HandlerFunc(s.serveInfo))
-	cfg.Segment.Handle(gatherwire.MethodGather, verbs.HandlerFunc(s.serveGather))
+	cfg.Segment.Handle(MethodGatherInfo, verbs.HandlerFunc(s.serveInfo))
+	cfg.Segment.Handle(MethodGather, verbs.HandlerFunc(s.serveGather))
 	return s, nil
 }
 
@@ -266,7 +266,7 @@ func NewService(cfg Config) (*Service, error) {
 func (s *Service) Calibration() costmodel.Calibration { return s.cal }
 
 // Info returns what the service reports to requesters (without exposures).
-func (s *Service) Info() gatherwire.OwnerInfo { return s.info }
+func (s *Service) Info() OwnerInfo { return s.info }
 
 // Stats returns the service's counters.
 func (s *Service) Stats() Stats {
@@ -290,8 +290,8 @@ func (s *Service) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.seg.Handle(gatherwire.MethodGatherInfo, nil)
-	s.seg.Handle(gatherwire.MethodGather, nil)
+	s.seg.Handle(MethodGatherInfo, nil)
+	s.seg.Handle(MethodGather, nil)
 	s.running.Wait()
 	close(s.stop)
 	s.watched.Wait()
@@ -315,12 +315,12 @@ func (s *Service) enter() bool {
 
 func (s *Service) serveInfo(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
 	if !s.enter() {
-		return nil, &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: "service", Err: verbs.ErrClosed}
+		return nil, &GatherError{Code: GatherRefused, Stage: "service", Err: verbs.ErrClosed}
 	}
 	defer s.running.Done()
 	if len(req) != 0 {
 		s.stats.refused.Add(1)
-		return nil, &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: "info", Err: fmt.Errorf("request of %d bytes, want none: %w", len(req), verbs.ErrInvalid)}
+		return nil, &GatherError{Code: GatherRefused, Stage: "info", Err: fmt.Errorf("request of %d bytes, want none: %w", len(req), verbs.ErrInvalid)}
 	}
 	info := s.info
 	info.Exposed = p.Remote()
@@ -435,8 +435,8 @@ func (s *Service) watchdog() {
 }
 
 // refuse builds a validation failure.
-func refuse(stage string, err error) *gatherwire.GatherError {
-	return &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: stage, Err: err}
+func refuse(stage string, err error) *GatherError {
+	return &GatherError{Code: GatherRefused, Stage: stage, Err: err}
 }
 
 // command is a validated command: the owner-side memory it touches and the
@@ -530,7 +530,7 @@ func (s *Service) validate(p verbs.Peer, st *cmdState, c *command) error {
 func (s *Service) serveGather(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
 	t0 := time.Now()
 	if !s.enter() {
-		return nil, &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: "service", Err: verbs.ErrClosed}
+		return nil, &GatherError{Code: GatherRefused, Stage: "service", Err: verbs.ErrClosed}
 	}
 	defer s.running.Done()
 	shape, err := s.cfg.Limits.PeekCommand(req)
@@ -602,15 +602,15 @@ func (s *Service) serveGather(ctx context.Context, p verbs.Peer, req, resp []byt
 
 // count records a failed command.
 func (s *Service) count(err error) {
-	var ge *gatherwire.GatherError
+	var ge *GatherError
 	if !errors.As(err, &ge) {
 		s.stats.aborted.Add(1)
 		return
 	}
 	switch ge.Code {
-	case gatherwire.GatherRefused:
+	case GatherRefused:
 		s.stats.refused.Add(1)
-	case gatherwire.GatherExhausted:
+	case GatherExhausted:
 		s.stats.exhausted.Add(1)
 	default:
 		s.stats.aborted.Add(1)

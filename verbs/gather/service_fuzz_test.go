@@ -16,7 +16,6 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
 
 	"github.com/scatterkit/scatterkit/verbs/gather"
-	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/staging"
 
 	"github.com/stretchr/testify/require"
@@ -139,7 +138,7 @@ func FuzzGatherCommand(f *testing.F) {
 		msg := bytes.Clone(data)
 		h.patch(msg)
 		tableBefore, dstBefore := bytes.Clone(h.table.Bytes()), bytes.Clone(h.dst.Bytes())
-		_, err := h.conn.Call(verbstest.Context(t), gatherwire.MethodGather, msg, nil)
+		_, err := h.conn.Call(verbstest.Context(t), gather.MethodGather, msg, nil)
 		require.Zero(t, h.staging.Pool().Stats().Leases, "staging leaked")
 		if err != nil {
 			var ce *verbs.CallError

@@ -7,7 +7,6 @@ import (
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/engine"
-	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/internal/packstream"
 
 	"github.com/scatterkit/scatterkit/planfmt"
@@ -68,7 +67,7 @@ func (s *Service) PackOnly(ctx context.Context, key verbs.Key, srcOff uint64, p 
 	}
 	lease, err := s.cfg.Staging.Pool().AcquireTimeout(chunk, s.cfg.AcquireTimeout)
 	if err != nil {
-		return PackOnlyResult{}, &gatherwire.GatherError{Code: gatherwire.GatherExhausted, Stage: "staging", Err: err}
+		return PackOnlyResult{}, &GatherError{Code: GatherExhausted, Stage: "staging", Err: err}
 	}
 	defer func() { _ = lease.Release() }()
 	buf := lease.Bytes()[:chunk]
