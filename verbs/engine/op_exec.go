@@ -12,6 +12,7 @@ import (
 
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/stage"
 )
 
@@ -417,17 +418,19 @@ func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 		ms := int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)
 		maxChunk, budget = min(maxChunk, ms), min(budget, ms)
 	}
-	// C is a power of two at least the owner's smallest chunk (and at
-	// least one row): exactly the size of the staging lease that holds
-	// it, so P leases of C bytes are the whole staging the command may
-	// hold. A plan smaller than C leaves its one chunk partly empty
-	// rather than asking for a lease the pool would round up.
-	c := int64(1) << (bits.Len64(uint64(cand.C)) - 1)
-	c = max(min(c, maxChunk), info.MinChunk)
+	// C is the model's chunk rounded down to a power of two, shaped by
+	// the rule the owner applies too (gatherwire.ChunkShape): exactly the
+	// size of the staging lease that holds it, so P leases of C bytes are
+	// the whole staging the command may hold. A plan smaller than C leaves
+	// its one chunk partly empty rather than asking for a lease the pool
+	// would round up.
+	var row int64
 	if op.sop.Plan.Form == planfmt.FormRows {
-		if r := int64(op.sop.Plan.Rows.RowSize); c < r {
-			c = int64(1) << bits.Len64(uint64(r-1))
-		}
+		row = int64(op.sop.Plan.Rows.RowSize)
+	}
+	c, err := gatherwire.ChunkShape(int64(1)<<(bits.Len64(uint64(cand.C))-1), row, info.MinChunk, maxChunk)
+	if err != nil {
+		return false
 	}
 	if c > maxChunk || c > budget {
 		return false

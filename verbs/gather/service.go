@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -490,20 +489,17 @@ func (s *Service) validate(p verbs.Peer, st *cmdState, c *command) error {
 	if err := planfmt.Normalize(&st.norm, &cmd.Plan); err != nil {
 		return refuse("normalize", err)
 	}
-	// The chunk is the staging lease that holds it: a power of two (a pool
-	// class) between the smallest class and the largest power of two
-	// within MaxChunk, so slots x chunk is exactly the staging the command
-	// may hold, whatever chunk size the requester asked for.
-	maxChunk := int64(1) << (bits.Len64(uint64(s.cfg.MaxChunk)) - 1)
-	chunk := int64(min(cmd.Chunk, uint64(maxChunk)))
-	chunk = max(chunk, s.info.MinChunk)
+	// The chunk rule is the requester's (gatherwire.ChunkShape), so a
+	// command runs with the chunk its requester shaped, whatever chunk
+	// size it asked for.
+	var row int64
 	if cmd.Plan.Form == planfmt.FormRows {
-		if r := cmd.Plan.Rows.RowSize; r > uint64(maxChunk) {
-			return refuse("shape", fmt.Errorf("row of %d bytes exceeds the largest chunk %d: %w", r, maxChunk, verbs.ErrInvalid))
-		}
-		chunk = max(chunk, int64(cmd.Plan.Rows.RowSize))
+		row = int64(cmd.Plan.Rows.RowSize)
 	}
-	chunk = min(int64(1)<<bits.Len64(uint64(chunk-1)), maxChunk)
+	chunk, err := gatherwire.ChunkShape(int64(min(cmd.Chunk, math.MaxInt64)), row, s.info.MinChunk, s.cfg.MaxChunk)
+	if err != nil {
+		return refuse("shape", fmt.Errorf("%w: %w", err, verbs.ErrInvalid))
+	}
 	if cmd.Dir == planfmt.Write {
 		if cmd.Plan.Form != planfmt.FormRanges {
 			return refuse("shape", fmt.Errorf("a WRITE command carries ranges over the staged stream, not %v: %w", cmd.Plan.Form, verbs.ErrInvalid))
