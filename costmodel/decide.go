@@ -5,21 +5,30 @@ import (
 	"time"
 )
 
-// Mode is how an operation (or part of one) moves its bytes.
+// Mode is how an operation (or part of one) moves its bytes. The transfer
+// engine uses this type for its operations' modes too (verbs/engine.Mode),
+// so there is one numbering: the zero value is ModeAuto, "not decided".
 type Mode uint8
 
 const (
+	// ModeAuto leaves the choice to the cost model (an engine decides
+	// direct, gather or hybrid). A Decision never reports it.
+	ModeAuto Mode = iota
 	// ModeDirect posts one request per span: the correctness fallback.
-	ModeDirect Mode = iota
+	ModeDirect
 	// ModeGather has the owner pack the spans into staging and send a few
-	// bulk transfers.
+	// bulk transfers (READ), or stages the fragments on the requester for
+	// the owner to read and scatter (WRITE).
 	ModeGather
-	// ModeHybrid sends some runs direct and gathers the others (Split).
+	// ModeHybrid sends some runs direct and gathers the others (Split),
+	// both at once, under one completion.
 	ModeHybrid
 )
 
 func (m Mode) String() string {
 	switch m {
+	case ModeAuto:
+		return "auto"
 	case ModeDirect:
 		return "direct"
 	case ModeGather:

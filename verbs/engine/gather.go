@@ -22,7 +22,7 @@ const minPackSample = 50 * time.Microsecond
 // hybrid's sub-plan of small spans.
 func (op *Operation) gatherPlan() *planfmt.Plan {
 	if op.mode == ModeHybrid {
-		return &op.subPlan
+		return &op.h.subPlan
 	}
 	return op.sop.Plan
 }
@@ -36,29 +36,29 @@ func (op *Operation) prepareGather() {
 	}
 	var err error
 	if op.sop.Dir == verbs.OpRead {
-		op.cmd = planfmt.Command{
+		op.g.cmd = planfmt.Command{
 			OpID: op.id, Dir: planfmt.Read,
 			Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
 			Dst:   planfmt.Window{Key: uint64(op.sop.Local.Key()), Off: op.sop.LocalOff, Len: op.sop.Plan.DstExtent},
-			Chunk: uint64(op.chunk), Pipeline: uint32(op.slots),
+			Chunk: uint64(op.g.chunk), Pipeline: uint32(op.g.slots),
 			Plan: *op.gatherPlan(),
 		}
-		if op.mode != ModeHybrid && op.inline {
-			op.cmd.Flags |= planfmt.FlagInlineReply
+		if op.mode != ModeHybrid && op.g.inline {
+			op.g.cmd.Flags |= planfmt.FlagInlineReply
 		}
-		op.cmdBuf, err = planfmt.AppendCommand(op.cmdBuf[:0], &op.cmd)
-		op.cmd.Plan = planfmt.Plan{}
+		op.g.cmdBuf, err = planfmt.AppendCommand(op.g.cmdBuf[:0], &op.g.cmd)
+		op.g.cmd.Plan = planfmt.Plan{}
 	} else if op.mode == ModeHybrid {
-		op.runs = packstream.AppendRuns(op.runs[:0], op.sub)
+		op.g.runs = packstream.AppendRuns(op.g.runs[:0], op.h.sub)
 	} else if op.sop.Plan.Form == planfmt.FormRanges {
-		op.runs = packstream.AppendRuns(op.runs[:0], op.sop.Plan.Ranges)
+		op.g.runs = packstream.AppendRuns(op.g.runs[:0], op.sop.Plan.Ranges)
 	} else {
-		runs := op.runs[:0]
+		runs := op.g.runs[:0]
 		op.norm.ForEachRun(func(dst, stream, n uint64) bool {
 			runs = append(runs, planfmt.Run{Dst: dst, Stream: stream, Len: n})
 			return true
 		})
-		op.runs = runs
+		op.g.runs = runs
 	}
 	if err != nil {
 		if op.mode == ModeHybrid && op.mapper == nil {
@@ -100,7 +100,7 @@ func classify(err error) Fallback {
 }
 
 // call sends one command and decodes the owner's reply; for an inline
-// reply it returns the payload (in op.respBuf, valid until the next call).
+// reply it returns the payload (in op.g.respBuf, valid until the next call).
 func (op *Operation) call(cmd []byte, st *gatherwire.Stats) (time.Duration, []byte, error) {
 	stage.Begin(op.id, stage.Control)
 	t := time.Now()
@@ -108,11 +108,11 @@ func (op *Operation) call(cmd []byte, st *gatherwire.Stats) (time.Duration, []by
 	// context: once that ends, the owner may still be writing the
 	// destination, so the abort fence (abort.go) ends the call by closing
 	// the Conn if it has not answered within AbortGrace.
-	resp, err := op.cs.conn.Call(op.e.ctx, gatherwire.MethodGather, cmd, op.respBuf[:0])
+	resp, err := op.cs.conn.Call(op.e.ctx, gatherwire.MethodGather, cmd, op.g.respBuf[:0])
 	d := time.Since(t)
 	stage.End(op.id, stage.Control, uint64(len(cmd)))
-	if cap(resp) > cap(op.respBuf) {
-		op.respBuf = resp[:0]
+	if cap(resp) > cap(op.g.respBuf) {
+		op.g.respBuf = resp[:0]
 	}
 	if err != nil {
 		return d, nil, fmt.Errorf("verbs: gather call: %w", err)
@@ -127,14 +127,14 @@ func (op *Operation) call(cmd []byte, st *gatherwire.Stats) (time.Duration, []by
 // when the call returns.
 func (op *Operation) gatherRead() (error, Fallback) {
 	var st gatherwire.Stats
-	d, inline, err := op.call(op.cmdBuf, &st)
+	d, inline, err := op.call(op.g.cmdBuf, &st)
 	if err != nil {
 		return err, classify(err)
 	}
 	want := op.gatherPlan()
 	bytes := op.geom.Bytes
 	if op.mode == ModeHybrid {
-		bytes = uint64(op.split.Gather.S)
+		bytes = uint64(op.h.split.Gather.S)
 	}
 	if st.Dir != verbs.OpRead || st.Payload != bytes {
 		return &WireError{Message: "reply", Field: "payload",
@@ -170,7 +170,7 @@ func (op *Operation) gatherRead() (error, Fallback) {
 		if w := int64(max(st.Workers, 1)); st.Pack >= minPackSample {
 			spans := int64(op.geom.Fragments)
 			if op.mode == ModeHybrid {
-				spans = op.split.Gather.M
+				spans = op.h.split.Gather.M
 			}
 			_ = m.ObservePack(int64(st.Payload)/w, max(spans/w, 1), st.Pack)
 		}
@@ -211,7 +211,7 @@ func (op *Operation) addOwnerStats(st *gatherwire.Stats, call time.Duration) {
 func (op *Operation) gatherWrite() (error, Fallback) {
 	stg := op.e.cfg.Staging
 	pool, key := stg.Pool(), stg.Region().Key()
-	waveBytes := op.chunk * int64(op.slots)
+	waveBytes := op.g.chunk * int64(op.g.slots)
 	local := op.sop.Local.Bytes()[op.sop.LocalOff : op.sop.LocalOff+op.sop.Plan.SrcExtent]
 	plan := op.gatherPlan()
 	var rows packstream.RowCursor
@@ -221,7 +221,7 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 	} else {
 		rng.Init(plan.Ranges)
 	}
-	runs := packstream.RunCursor{Runs: op.runs}
+	runs := packstream.RunCursor{Runs: op.g.runs}
 	var stream uint64
 	var packTime time.Duration
 	for wave := 0; ; wave++ {
@@ -247,24 +247,24 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 		}
 		packTime += time.Since(t)
 		stage.End(cid, stage.Pack, uint64(n))
-		ranges := op.wave[:0]
+		ranges := op.g.wave[:0]
 		runs.Each(stream, stream+uint64(n), func(dst, at, l uint64) {
 			ranges = append(ranges, planfmt.Range{Src: at - stream, Dst: dst, Len: l})
 		})
-		op.cmd = planfmt.Command{
+		op.g.cmd = planfmt.Command{
 			OpID: op.id, Dir: planfmt.Write,
 			Src:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: uint64(n)},
 			Dst:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.DstExtent},
-			Chunk: uint64(op.chunk), Pipeline: uint32(op.slots),
+			Chunk: uint64(op.g.chunk), Pipeline: uint32(op.g.slots),
 			Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(n), DstExtent: op.sop.Plan.DstExtent, Ranges: ranges},
 		}
-		op.cmdBuf, err = planfmt.AppendCommand(op.cmdBuf[:0], &op.cmd)
-		op.cmd.Plan = planfmt.Plan{}
-		op.wave = ranges[:0]
+		op.g.cmdBuf, err = planfmt.AppendCommand(op.g.cmdBuf[:0], &op.g.cmd)
+		op.g.cmd.Plan = planfmt.Plan{}
+		op.g.wave = ranges[:0]
 		var st gatherwire.Stats
 		var d time.Duration
 		if err == nil {
-			d, _, err = op.call(op.cmdBuf, &st)
+			d, _, err = op.call(op.g.cmdBuf, &st)
 		}
 		// The owner has read the wave (or given up) when the call returns.
 		class := lease.Class()

@@ -31,7 +31,7 @@ func (op *Operation) occupiedBuckets() int {
 }
 
 // splitPlan runs the cost model's split over the plan's size classes and
-// settles op.mode (direct, gather or hybrid) and op.bucketModes. A forced
+// settles op.mode (direct, gather or hybrid) and op.h.bucketModes. A forced
 // hybrid whose split gathers nothing gathers the classes whose spans are
 // all at most HybridThreshold bytes.
 func (op *Operation) splitPlan(p costmodel.Params, forced bool) {
@@ -43,7 +43,7 @@ func (op *Operation) splitPlan(p costmodel.Params, forced bool) {
 		return true
 	})
 	var runs [64]costmodel.Run
-	var modes [64]costmodel.Mode
+	var modes [64]Mode
 	var class [64]int
 	k := 0
 	for c := range bytes {
@@ -54,39 +54,39 @@ func (op *Operation) splitPlan(p costmodel.Params, forced bool) {
 		class[k] = c
 		k++
 	}
-	op.split = costmodel.Split(p, runs[:k], modes[:k])
-	op.bucketModes = [64]costmodel.Mode{}
-	mode := op.split.Mode
-	if op.split.Err != nil {
-		mode = costmodel.ModeDirect
+	op.h.split = costmodel.Split(p, runs[:k], modes[:k])
+	op.h.bucketModes = [64]Mode{}
+	mode := op.h.split.Mode
+	if op.h.split.Err != nil {
+		mode = ModeDirect
 	}
-	if mode == costmodel.ModeDirect && forced {
+	if mode == ModeDirect && forced {
 		var g costmodel.Geometry
 		for i := range k {
-			modes[i] = costmodel.ModeDirect
+			modes[i] = ModeDirect
 			if uint64(2)<<class[i]-1 <= op.e.cfg.HybridThreshold {
-				modes[i] = costmodel.ModeGather
+				modes[i] = ModeGather
 				g.S, g.N, g.M = g.S+runs[i].S, g.N+runs[i].N, g.M+runs[i].M
 			}
 		}
 		switch {
 		case g.N == 0:
-			mode = costmodel.ModeDirect
+			mode = ModeDirect
 		case g.N == int64(op.geom.Spans):
-			mode = costmodel.ModeGather
+			mode = ModeGather
 		default:
-			mode = costmodel.ModeHybrid
+			mode = ModeHybrid
 		}
-		op.split.Gather = g
-		op.split.Pipeline = costmodel.Decide(p, g).Gather
+		op.h.split.Gather = g
+		op.h.split.Pipeline = costmodel.Decide(p, g).Gather
 	}
 	for i := range k {
-		op.bucketModes[class[i]] = modes[i]
+		op.h.bucketModes[class[i]] = modes[i]
 	}
 	switch mode {
-	case costmodel.ModeGather:
+	case ModeGather:
 		op.mode = ModeGather
-	case costmodel.ModeHybrid:
+	case ModeHybrid:
 		op.mode = ModeHybrid
 	default:
 		op.mode = ModeDirect
@@ -100,32 +100,32 @@ func (op *Operation) buildHybrid() {
 	if op.mapper != nil {
 		// The direct part copies through the mapping: spans, no requests.
 		op.primary.resetSpans()
-		sub := op.sub[:0]
+		sub := op.h.sub[:0]
 		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
-			if op.bucketModes[spanClass(n)] == costmodel.ModeGather {
+			if op.h.bucketModes[spanClass(n)] == ModeGather {
 				sub = append(sub, planfmt.Range{Src: src, Dst: dst, Len: n})
 			} else {
 				op.primary.addSpan(src, dst, n)
 			}
 			return true
 		})
-		op.sub = sub
-		op.subPlan = planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent,
+		op.h.sub = sub
+		op.h.subPlan = planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent,
 			DstExtent: op.sop.Plan.DstExtent, Ranges: sub}
 		return
 	}
 	op.primary.op = op
 	id := op.cs.reserve(&op.primary)
-	wrs, sub := op.primary.wrs[:0], op.sub[:0]
+	wrs, sub := op.primary.wrs[:0], op.h.sub[:0]
 	op.norm.ForEachSpan(func(src, dst, n uint64) bool {
-		if op.bucketModes[spanClass(n)] == costmodel.ModeGather {
+		if op.h.bucketModes[spanClass(n)] == ModeGather {
 			sub = append(sub, planfmt.Range{Src: src, Dst: dst, Len: n})
 		} else {
 			wrs = op.spanRequest(wrs, id, src, dst, n)
 		}
 		return true
 	})
-	op.primary.wrs, op.sub = wrs, sub
-	op.subPlan = planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent,
+	op.primary.wrs, op.h.sub = wrs, sub
+	op.h.subPlan = planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent,
 		DstExtent: op.sop.Plan.DstExtent, Ranges: sub}
 }

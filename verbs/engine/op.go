@@ -9,34 +9,26 @@ import (
 	"github.com/scatterkit/scatterkit/planfmt"
 )
 
-// Mode selects how a scatter operation moves its bytes.
-type Mode uint8
+// Mode selects how a scatter operation moves its bytes. It is the cost
+// model's mode type (one numbering for both).
+type Mode = costmodel.Mode
 
+// The modes of an operation.
 const (
 	// ModeAuto lets the engine decide from the cost model: direct, gather,
 	// or (for a ranges plan whose span sizes differ) hybrid.
-	ModeAuto Mode = iota
+	ModeAuto = costmodel.ModeAuto
 	// ModeDirect posts one work request per coalesced span.
-	ModeDirect
+	ModeDirect = costmodel.ModeDirect
 	// ModeGather has the owner pack the whole plan into staging and send
 	// bulk transfers (READ), or stages the fragments on the requester for
 	// the owner to read and scatter (WRITE).
-	ModeGather
+	ModeGather = costmodel.ModeGather
 	// ModeHybrid sends large spans direct and gathers small ones, both at
 	// once, under one completion. Forced on a plan whose spans share one
 	// size class (a fixed-row plan), it gathers.
-	ModeHybrid
+	ModeHybrid = costmodel.ModeHybrid
 )
-
-var modeNames = [...]string{ModeAuto: "auto", ModeDirect: "direct", ModeGather: "gather", ModeHybrid: "hybrid"}
-
-// String returns the mode's name ("gather").
-func (m Mode) String() string {
-	if int(m) < len(modeNames) {
-		return modeNames[m]
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
-}
 
 // Fallback says why an operation that was to gather (wholly or in part)
 // ran direct instead.

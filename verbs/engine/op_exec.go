@@ -33,23 +33,14 @@ type Operation struct {
 
 	chosen, mode Mode
 	dec          costmodel.Decision
-	split        costmodel.SplitDecision
-	bucketModes  [64]costmodel.Mode // hybrid: mode of spans by log2 size
-	chunk        int64              // gather chunk size C
-	slots        int                // gather staging slots P
-	inline       bool               // a READ gather would be answered inline
+	g            gatherState // the gathered part (ModeGather, ModeHybrid)
+	h            hybridState // the split (ModeHybrid)
 
 	// mapper is the Conn's Mapper when direct parts copy through its
 	// mapping (each part keeps the spans it copies: see directPart).
 	mapper verbs.Mapper
 
 	primary, fallback directPart
-	sub               []planfmt.Range // hybrid: the gathered spans
-	wave              []planfmt.Range // WRITE gather: one wave's command ranges
-	subPlan           planfmt.Plan
-	runs              []planfmt.Run
-	cmd               planfmt.Command
-	cmdBuf, respBuf   []byte
 
 	// The abort fence (abort.go): the operation's slot in the engine's
 	// watch list (-1: off it) and when the watchdog saw its context end
@@ -59,15 +50,35 @@ type Operation struct {
 	endedAt  time.Time
 	fenced   bool
 
-	mu        sync.Mutex
-	parts     int
-	err       error
-	gatherErr error
-	fb        Fallback
-	trace     Trace
-	lastData  time.Time
-	res       Result
-	done      chan struct{}
+	mu       sync.Mutex
+	parts    int
+	err      error
+	fb       Fallback
+	trace    Trace
+	lastData time.Time
+	res      Result
+	done     chan struct{}
+}
+
+// gatherState is an operation's gather part: its shape, its command and
+// the buffers reused from one operation to the next.
+type gatherState struct {
+	chunk           int64           // chunk size C
+	slots           int             // staging slots P
+	inline          bool            // a READ gather would be answered inline
+	wave            []planfmt.Range // WRITE gather: one wave's command ranges
+	runs            []planfmt.Run
+	cmd             planfmt.Command
+	cmdBuf, respBuf []byte
+	err             error // why the gather part fell back to direct
+}
+
+// hybridState is a hybrid operation's split: which spans are gathered.
+type hybridState struct {
+	split       costmodel.SplitDecision
+	bucketModes [64]Mode        // mode of spans by log2 size
+	sub         []planfmt.Range // the gathered spans
+	subPlan     planfmt.Plan    // the gathered spans as a plan
 }
 
 // reset drops references so an idle state pins nothing of the caller.
@@ -77,12 +88,12 @@ func (op *Operation) reset() {
 	op.fallback.resetSpans()
 	op.primary.op, op.fallback.op = nil, nil
 	op.primary.wrs, op.fallback.wrs = op.primary.wrs[:0], op.fallback.wrs[:0]
-	op.sub, op.runs, op.wave = op.sub[:0], op.runs[:0], op.wave[:0]
-	op.cmd.Plan = planfmt.Plan{}
-	op.subPlan = planfmt.Plan{}
-	op.err, op.gatherErr = nil, nil
+	op.h.sub, op.g.runs, op.g.wave = op.h.sub[:0], op.g.runs[:0], op.g.wave[:0]
+	op.g.cmd.Plan = planfmt.Plan{}
+	op.h.subPlan = planfmt.Plan{}
+	op.err, op.g.err = nil, nil
 	op.res = Result{}
-	op.dec, op.split = costmodel.Decision{}, costmodel.SplitDecision{}
+	op.dec, op.h.split = costmodel.Decision{}, costmodel.SplitDecision{}
 }
 
 // Submit starts op and returns without waiting for its transfers: direct
@@ -128,7 +139,7 @@ func (op *Operation) Wait(ctx context.Context) (Result, error) {
 	stage.End(op.id, stage.Op, res.Bytes)
 	var err error
 	if op.err != nil {
-		err = &OpError{OpID: op.id, Mode: res.Mode, Err: op.err, Gather: op.gatherErr}
+		err = &OpError{OpID: op.id, Mode: res.Mode, Err: op.err, Gather: op.g.err}
 	}
 	op.e.putOp(op)
 	return res, err
@@ -225,7 +236,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 // decide picks the mode (and for gather the chunk size and slots).
 func (op *Operation) decide() {
 	want := op.sop.Mode
-	op.chosen, op.mode, op.inline = ModeDirect, ModeDirect, false
+	op.chosen, op.mode, op.g.inline = ModeDirect, ModeDirect, false
 	if op.geom.Bytes == 0 || want == ModeDirect {
 		return
 	}
@@ -249,18 +260,18 @@ func (op *Operation) decide() {
 	switch {
 	case op.sop.Plan.Form == planfmt.FormRanges && want != ModeGather && op.occupiedBuckets() > 1:
 		op.splitPlan(p, want == ModeHybrid)
-		cand = op.split.Pipeline
+		cand = op.h.split.Pipeline
 	default:
 		op.dec = costmodel.Decide(p, g)
 		cand = op.dec.Gather
-		op.inline = op.sop.Dir == verbs.OpRead && int64(op.geom.Bytes) <= min(op.e.cfg.InlineMax, info.InlineMax)
+		op.g.inline = op.sop.Dir == verbs.OpRead && int64(op.geom.Bytes) <= min(op.e.cfg.InlineMax, info.InlineMax)
 		runsOK := op.geom.Runs*uint64(op.e.cfg.MinRunFragments) <= op.geom.Fragments
 		switch {
 		case want == ModeGather || want == ModeHybrid:
 			op.mode = ModeGather
-		case op.dec.Mode == costmodel.ModeGather && runsOK:
+		case op.dec.Mode == ModeGather && runsOK:
 			op.mode = ModeGather
-		case op.inline && runsOK && float64(inlineTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
+		case op.g.inline && runsOK && float64(inlineTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
 			// The model's T_gather counts a bulk round trip an inline
 			// reply does not pay: price the inline path on its own.
 			op.mode = ModeGather
@@ -295,7 +306,7 @@ func (op *Operation) noGather(fb Fallback, err error) {
 	}
 	op.mode = ModeDirect
 	op.fb = fb
-	op.gatherErr = err
+	op.g.err = err
 }
 
 // gatherable checks what gather needs besides the cost model: the
@@ -410,7 +421,7 @@ func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 	}
 	s := int64(op.geom.Bytes)
 	if op.mode == ModeHybrid {
-		s = op.split.Gather.S
+		s = op.h.split.Gather.S
 	}
 	maxChunk := info.MaxChunk
 	budget := info.StagingBudget
@@ -441,8 +452,8 @@ func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 	k := (s + c - 1) / c
 	slots := max(int64(cand.P), int64(info.MaxSlots))
 	slots = min(slots, budget/c, k)
-	op.chunk, op.slots = c, int(max(slots, 1))
-	op.trace.ChunkBytes, op.trace.Slots = op.chunk, op.slots
+	op.g.chunk, op.g.slots = c, int(max(slots, 1))
+	op.trace.ChunkBytes, op.trace.Slots = op.g.chunk, op.g.slots
 	return true
 }
 
@@ -539,7 +550,7 @@ func (op *Operation) gatherDone(err error, fb Fallback) {
 		}
 		return
 	}
-	op.fb, op.gatherErr = fb, err
+	op.fb, op.g.err = fb, err
 	if cerr := op.ctx.Err(); cerr != nil {
 		if op.err == nil {
 			op.err = cerr
@@ -557,7 +568,7 @@ func (op *Operation) gatherDone(err error, fb Fallback) {
 	p := &op.fallback
 	if op.mapper != nil {
 		if op.mode == ModeHybrid {
-			p.setSpans(op.sub)
+			p.setSpans(op.h.sub)
 		}
 		op.runMapped(p, op.mode == ModeHybrid)
 		return
@@ -565,7 +576,7 @@ func (op *Operation) gatherDone(err error, fb Fallback) {
 	p.op = op
 	id := op.cs.reserve(p)
 	if op.mode == ModeHybrid {
-		p.wrs = op.rangeRequests(p.wrs[:0], id, op.sub)
+		p.wrs = op.rangeRequests(p.wrs[:0], id, op.h.sub)
 	} else {
 		wrs := p.wrs[:0]
 		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
@@ -601,8 +612,8 @@ func (op *Operation) complete() {
 	}
 	res.SpanBytes = sb
 	res.Fallback = op.fb
-	res.FallbackErr = op.gatherErr
-	res.Decision, res.Split = op.dec, op.split
+	res.FallbackErr = op.g.err
+	res.Decision, res.Split = op.dec, op.h.split
 	res.Trace = op.trace
 
 	e.stats.ops.Add(1)
