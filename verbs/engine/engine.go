@@ -18,7 +18,7 @@ import (
 	"github.com/scatterkit/scatterkit/costmodel"
 )
 
-// EngineConfig configures an Engine. The zero value is usable: no WRITE
+// Config configures an Engine. The zero value is usable: no WRITE
 // gather (no staging), default policy and model constants.
 type Config struct {
 	// Staging is the requester's registered staging for WRITE gather: the
@@ -29,7 +29,7 @@ type Config struct {
 	Staging *staging.Staging
 	// Calibration is the local packing calibration used for WRITE
 	// gather. Nil with Staging set runs costmodel.CalibrateOrFallback in
-	// NewEngine (CalibrationBudget, default 20 ms): one that cannot finish
+	// New (CalibrationBudget, default 20 ms): one that cannot finish
 	// gives conservative figures (Engine.Calibration says so).
 	Calibration       *costmodel.Calibration
 	CalibrationBudget time.Duration
@@ -98,7 +98,7 @@ type Config struct {
 	AbortGrace time.Duration
 }
 
-// DefaultAbortGrace is EngineConfig.AbortGrace's default.
+// DefaultAbortGrace is Config.AbortGrace's default.
 const DefaultAbortGrace = 500 * time.Millisecond
 
 func (c Config) withDefaults() (Config, error) {
@@ -143,7 +143,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.CopyWorkers = min(runtime.GOMAXPROCS(0), 8)
 	}
 	bad := func(field string, v any, reason string) error {
-		return &InvalidOpError{Field: "EngineConfig." + field, Reason: fmt.Sprintf("%v: %s", v, reason)}
+		return &InvalidOpError{Field: "engine.Config." + field, Reason: fmt.Sprintf("%v: %s", v, reason)}
 	}
 	switch {
 	case c.Margin < 0 || math.IsNaN(c.Margin) || math.IsInf(c.Margin, 0):
@@ -222,7 +222,7 @@ type paddedCounter struct {
 	_ [56]byte
 }
 
-// EngineStats counts what an Engine did since NewEngine.
+// Stats counts what an Engine did since New.
 type Stats struct {
 	// Ops counts completed operations (successful or not); Direct,
 	// Gather and Hybrid count successful ones by the mode they ran in
@@ -236,7 +236,7 @@ type Stats struct {
 	FallbackTotal uint64
 }
 
-// NewEngine returns an engine.
+// New returns an engine.
 func New(cfg Config) (*Engine, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -245,13 +245,13 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, conns: make(map[verbs.Conn]*connState), copyWorkers: cfg.CopyWorkers}
 	if cfg.Calibration != nil && cfg.Staging == nil {
 		if !(cfg.Calibration.BMem > 0) || !(cfg.Calibration.RCopy > 0) {
-			return nil, &InvalidOpError{Field: "EngineConfig.Calibration", Reason: "BMem and RCopy must be positive"}
+			return nil, &InvalidOpError{Field: "engine.Config.Calibration", Reason: "BMem and RCopy must be positive"}
 		}
 		e.local, e.calOK = *cfg.Calibration, true
 	}
 	if cfg.Staging != nil {
 		if cfg.Staging.Region() == nil || cfg.Staging.Pool() == nil {
-			return nil, &InvalidOpError{Field: "EngineConfig.Staging", Reason: "not registered"}
+			return nil, &InvalidOpError{Field: "engine.Config.Staging", Reason: "not registered"}
 		}
 		if cfg.Calibration != nil {
 			e.local = *cfg.Calibration
@@ -264,7 +264,7 @@ func New(cfg Config) (*Engine, error) {
 			}
 		}
 		if !(e.local.BMem > 0) || !(e.local.RCopy > 0) {
-			return nil, &InvalidOpError{Field: "EngineConfig.Calibration", Reason: "BMem and RCopy must be positive"}
+			return nil, &InvalidOpError{Field: "engine.Config.Calibration", Reason: "BMem and RCopy must be positive"}
 		}
 		e.calOK = true
 	}
@@ -319,7 +319,7 @@ func (e *Engine) Close() error {
 // for it. A segment without a gather service answers with an error
 // wrapping ErrNotSupported; operations on c then run direct. On a Conn
 // that implements Mapper, Prepare also runs the engine's local
-// calibration (once, when EngineConfig gave none) that prices mapped
+// calibration (once, when Config gave none) that prices mapped
 // direct copies.
 func (e *Engine) Prepare(ctx context.Context, c verbs.Conn) (OwnerInfo, error) {
 	cs, err := e.conn(c)

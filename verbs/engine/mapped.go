@@ -205,7 +205,7 @@ func (op *Operation) mappedParams(p costmodel.Params, cal costmodel.Calibration)
 }
 
 // Calibration returns the engine's local packing calibration and whether
-// it has one yet (given, probed in NewEngine with staging, or probed by
+// it has one yet (given, probed in New with staging, or probed by
 // the first mapped operation). A probe that could not finish gives the
 // conservative figures, with Calibration.Fallback saying why.
 func (e *Engine) Calibration() (costmodel.Calibration, bool) {

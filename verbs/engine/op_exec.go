@@ -101,7 +101,7 @@ func (op *Operation) reset() {
 // handed to its own goroutine. Invalid input returns an error at once
 // and starts nothing. ctx bounds the whole operation: when it ends, the
 // operation stops posting; its transfers in flight get
-// EngineConfig.AbortGrace to finish (an operation whose every transfer
+// Config.AbortGrace to finish (an operation whose every transfer
 // finished succeeds), then the engine closes the Conn to end them, and the
 // operation fails with the context's error and ErrClosed. Either way,
 // nothing of the operation lands in the caller's memory after it

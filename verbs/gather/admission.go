@@ -11,7 +11,7 @@ import (
 	"github.com/scatterkit/scatterkit/planfmt"
 )
 
-// Defaults of the gather service's budgets (ServiceConfig).
+// Defaults of the gather service's budgets (Config).
 const (
 	DefaultMaxCommands     = 64
 	DefaultMemoryBudget    = 512 << 20

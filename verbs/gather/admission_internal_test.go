@@ -23,7 +23,7 @@ import (
 // segment that records evictions and ends the evicted connection's
 // Peers.
 
-// fakeTransport registers memory and nothing else (for NewStaging).
+// fakeTransport registers memory and nothing else (for staging.New).
 type fakeTransport struct{ verbs.Transport }
 
 func (fakeTransport) Register(buf []byte, a verbs.Access) (*verbs.Region, error) {

@@ -12,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/engine"
 	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/staging"
 
@@ -22,7 +21,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/stage"
 )
 
-// ServiceConfig configures a GatherService.
+// Config configures a Service.
 type Config struct {
 	// Segment is the owner's segment; the service registers
 	// MethodGatherInfo and MethodGather on it.
@@ -32,7 +31,7 @@ type Config struct {
 	// must be listed by Segment.Regions().
 	Exports []verbs.Export
 	// Staging is where chunks are packed (READ) or received (WRITE); its
-	// arena must be registered with the segment's transport (NewStaging
+	// arena must be registered with the segment's transport (staging.New
 	// with AccessLocal). Commands share it; the service does not close it.
 	Staging *staging.Staging
 	// AcquireTimeout bounds the wait for a command's first staging slot
@@ -83,13 +82,13 @@ type Config struct {
 	// Calibration is the owner's packing calibration, reported to
 	// requesters. Nil runs costmodel.CalibrateOrFallback
 	// (CalibrationBudget, default 50 ms, with PackWorkers workers) in
-	// NewGatherService: a calibration that cannot finish gives the
-	// conservative figures, and GatherService.Calibration says so.
+	// NewService: a calibration that cannot finish gives the
+	// conservative figures, and Service.Calibration says so.
 	Calibration       *costmodel.Calibration
 	CalibrationBudget time.Duration
 }
 
-// GatherService is the owner side of gather: it answers capability
+// Service is the owner side of gather: it answers capability
 // requests and runs commands against the owner's own exported regions,
 // packing into (or scattering from) leased staging and moving the chunks
 // with bulk work requests through the caller's Peer. Every command is
@@ -116,7 +115,7 @@ type Service struct {
 	admit admission
 
 	stats     serviceCounters
-	inlineMax int64 // ServiceConfig.InlineMax resolved (-1: never)
+	inlineMax int64 // Config.InlineMax resolved (-1: never)
 }
 
 type serviceCounters struct {
@@ -127,7 +126,7 @@ type serviceCounters struct {
 	bytes, chunks               counter
 }
 
-// ServiceStats counts what a GatherService did.
+// Stats counts what a Service did.
 type Stats struct {
 	// Infos counts capability requests answered.
 	Infos uint64
@@ -147,11 +146,11 @@ type Stats struct {
 	Bytes, Chunks uint64
 }
 
-// NewGatherService validates cfg, calibrates if needed and registers the
+// NewService validates cfg, calibrates if needed and registers the
 // service's handlers on cfg.Segment.
 func NewService(cfg Config) (*Service, error) {
 	bad := func(field, reason string) error {
-		return &engine.InvalidOpError{Field: "ServiceConfig." + field, Reason: reason}
+		return &gatherwire.InvalidOpError{Field: "gather.Config." + field, Reason: reason}
 	}
 	if cfg.Segment == nil {
 		return nil, bad("Segment", "nil")

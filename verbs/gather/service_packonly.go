@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/internal/packstream"
 
 	"github.com/scatterkit/scatterkit/planfmt"
 )
 
-// PackOnlyResult is what [GatherService.PackOnly] measured.
+// PackOnlyResult is what [Service.PackOnly] measured.
 type PackOnlyResult struct {
 	// Elapsed is the time spent packing the whole payload.
 	Elapsed time.Duration
@@ -33,10 +33,10 @@ type PackOnlyResult struct {
 // export, planfmt.Normalize); chunk must lie within the service's chunk
 // bounds and hold a row. norm is storage for the normalization, reused
 // across calls (nil allocates). PackOnly waits for the lease like a
-// command's first slot (ServiceConfig.AcquireTimeout).
+// command's first slot (Config.AcquireTimeout).
 func (s *Service) PackOnly(ctx context.Context, key verbs.Key, srcOff uint64, p *planfmt.Plan, chunk int, norm *planfmt.Normalized) (PackOnlyResult, error) {
 	bad := func(field, reason string) error {
-		return &engine.InvalidOpError{Field: "PackOnly." + field, Reason: reason}
+		return &gatherwire.InvalidOpError{Field: "PackOnly." + field, Reason: reason}
 	}
 	if p == nil {
 		return PackOnlyResult{}, bad("Plan", "nil")

@@ -3,23 +3,14 @@ package engine
 import (
 	"fmt"
 
-	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 )
 
 // InvalidOpError reports a [ScatterOp] that Submit rejected before doing
-// anything: a missing field, a region without the access the direction
-// needs, an extent that does not fit its region.
-type InvalidOpError struct {
-	Field  string // e.g. "Local", "Plan.SrcExtent"
-	Reason string
-}
-
-func (e *InvalidOpError) Error() string {
-	return fmt.Sprintf("verbs: invalid scatter op: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrInvalid.
-func (e *InvalidOpError) Unwrap() error { return verbs.ErrInvalid }
+// anything (a missing field, a region without the access the direction
+// needs, an extent that does not fit its region), or a configuration that
+// New, gather.NewService or PackOnly rejected.
+type InvalidOpError = gatherwire.InvalidOpError
 
 // OpError is the error of an operation that failed as a whole: its direct
 // transfers failed (Err), possibly after a gather attempt failed first

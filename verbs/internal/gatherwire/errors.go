@@ -47,3 +47,18 @@ func (e *WireError) Error() string {
 
 // Unwrap returns ErrProtocol.
 func (e *WireError) Unwrap() error { return verbs.ErrProtocol }
+
+// InvalidOpError reports a scatter operation (or a configuration) rejected before doing
+// anything: a missing field, a region without the access the direction
+// needs, an extent that does not fit its region.
+type InvalidOpError struct {
+	Field  string // e.g. "Local", "Plan.SrcExtent"
+	Reason string
+}
+
+func (e *InvalidOpError) Error() string {
+	return fmt.Sprintf("verbs: invalid scatter op: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *InvalidOpError) Unwrap() error { return verbs.ErrInvalid }

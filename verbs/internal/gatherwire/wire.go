@@ -58,7 +58,7 @@ type OwnerInfo struct {
 	// smallest and largest size class.
 	MinChunk, MaxChunk int64
 	// InlineMax is the largest READ payload the owner returns inside its
-	// reply when the command allows it (ServiceConfig.InlineMax); zero
+	// reply when the command allows it (gather.Config.InlineMax); zero
 	// means never.
 	InlineMax int64
 	// Exposed lists the regions the requester exposed on this connection
@@ -184,8 +184,8 @@ const replyInline = 1
 
 // Inline replies (see "Inline reply" in the package doc).
 const (
-	// DefaultInlineMax is the default of EngineConfig.InlineMax and
-	// ServiceConfig.InlineMax: the largest READ payload carried inside
+	// DefaultInlineMax is the default of engine.Config.InlineMax and
+	// gather.Config.InlineMax: the largest READ payload carried inside
 	// the gather reply.
 	DefaultInlineMax = 256 << 10
 	// MaxInlineReply caps both: a reply is one control message.

@@ -24,7 +24,7 @@ type Staging struct {
 	region *verbs.Region
 }
 
-// NewStaging creates a pool from cfg (whose Register hook it sets) and
+// New creates a pool from cfg (whose Register hook it sets) and
 // registers its arena with t under access (AccessLocal at least;
 // add AccessRemoteRead to expose it for WRITE gather).
 func New(t verbs.Transport, cfg bufferpool.Config, access verbs.Access) (*Staging, error) {
@@ -35,7 +35,7 @@ func New(t verbs.Transport, cfg bufferpool.Config, access verbs.Access) (*Stagin
 		return nil, fmt.Errorf("verbs: staging: access %v lacks local: %w", access, verbs.ErrInvalid)
 	}
 	if cfg.Register != nil {
-		return nil, fmt.Errorf("verbs: staging: Config.Register is set by NewStaging: %w", verbs.ErrInvalid)
+		return nil, fmt.Errorf("verbs: staging: Config.Register is set by staging.New: %w", verbs.ErrInvalid)
 	}
 	s := &Staging{}
 	cfg.Register = func(arena []byte) (func() error, error) {
