@@ -10,23 +10,6 @@ import (
 // payloads start on cache-line boundaries.
 const Align = 64
 
-// NoSpaceError reports a reservation the owner's arena cannot hold. It
-// matches ErrNoSpace.
-type NoSpaceError struct {
-	// Want is the space asked for, rounded up to Align.
-	Want uint64
-	// Free is the free space in all; Largest the largest free extent,
-	// which is what a reservation needs.
-	Free, Largest uint64
-}
-
-func (e *NoSpaceError) Error() string {
-	return fmt.Sprintf("structobj: no space for %d bytes (%d free, largest free extent %d)", e.Want, e.Free, e.Largest)
-}
-
-// Unwrap returns ErrNoSpace.
-func (e *NoSpaceError) Unwrap() error { return ErrNoSpace }
-
 // extent is a run of arena bytes: [off, off+len). An extent of length 0
 // takes no space (an empty payload) and is never in the free list.
 type extent struct{ off, len uint64 }

@@ -36,32 +36,6 @@ const (
 	MaxInFlight = 256
 )
 
-// Errors of the client.
-var (
-	// ErrClientConfig is matched by a *ClientConfigError, and by calls
-	// that need what the configuration left out (a key without an address
-	// on a client without a Directory).
-	ErrClientConfig = errors.New("structobj: invalid client config")
-	// ErrClientClosed is returned by calls on a closed Client.
-	ErrClientClosed = errors.New("structobj: client closed")
-	// ErrNoPool is returned by NewBuffer on a client without a pool.
-	ErrNoPool = errors.New("structobj: client has no pool")
-)
-
-// ClientConfigError reports a ClientConfig field that NewClient cannot
-// use. It matches ErrClientConfig.
-type ClientConfigError struct {
-	// Field is the ClientConfig field at fault; Reason says why.
-	Field, Reason string
-}
-
-func (e *ClientConfigError) Error() string {
-	return fmt.Sprintf("structobj: client config: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrClientConfig.
-func (e *ClientConfigError) Unwrap() error { return ErrClientConfig }
-
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	// Transport connects to owners and registers the client's memory. The

@@ -92,22 +92,6 @@ type OwnerConfig struct {
 	Now func() time.Time
 }
 
-// ConfigError reports an OwnerConfig field that NewOwner cannot use. It
-// matches ErrConfig.
-type ConfigError struct {
-	Field, Reason string
-}
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("structobj: owner config: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrConfig.
-func (e *ConfigError) Unwrap() error { return ErrConfig }
-
-// ErrConfig is matched by a *ConfigError.
-var ErrConfig = errors.New("structobj: invalid owner config")
-
 // withDefaults validates c and fills its defaults.
 func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 	bad := func(field, format string, args ...any) (OwnerConfig, error) {
@@ -407,6 +391,11 @@ func (o *Owner) handle(method uint16, f func(ctx context.Context, p verbs.Peer, 
 		}
 		return out, err
 	}))
+}
+
+// ownerErr returns an *OwnerError with a formatted detail.
+func ownerErr(c Code, format string, args ...any) *OwnerError {
+	return &OwnerError{Code: c, Detail: fmt.Sprintf(format, args...)}
 }
 
 // refused wraps a decoding or validation failure.

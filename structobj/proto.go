@@ -2,13 +2,9 @@ package structobj
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
-
-	"github.com/scatterkit/scatterkit/verbs"
 )
 
 // Control methods of the Structured Object protocol (see "Control
@@ -67,145 +63,6 @@ const (
 )
 
 var protoMagic = [4]byte{'S', 'K', 'S', 'O'}
-
-// Errors of the Structured Object protocol and owner. Failures of a call
-// reach the client as an *OwnerError that matches one of them; local
-// failures wrap them in typed errors (*NoSpaceError, *MessageError).
-var (
-	// ErrNotFound: no such key, reservation or hold.
-	ErrNotFound = errors.New("structobj: not found")
-	// ErrNoSpace: the owner's arena (or its object table) cannot hold
-	// the request. See NoSpaceError.
-	ErrNoSpace = errors.New("structobj: no space")
-	// ErrExpired: the reservation or hold passed its TTL and its space
-	// or object was released.
-	ErrExpired = errors.New("structobj: expired")
-	// ErrRefused: the owner refused the request: malformed, over a limit,
-	// an invalid key or manifest, a reservation or hold of another
-	// connection, a manifest larger than its reservation. Nothing changed.
-	ErrRefused = errors.New("structobj: refused")
-	// ErrBusy: the owner's tables of reservations or holds are full, or
-	// its directory could not publish the key for now; retry later.
-	ErrBusy = errors.New("structobj: busy")
-	// ErrClosed: the owner is closed or closing.
-	ErrClosed = errors.New("structobj: owner closed")
-	// ErrProtocol: a message could not be decoded. See MessageError.
-	ErrProtocol = errors.New("structobj: malformed message")
-)
-
-// Code is the stable code of a failed call, carried in the error text.
-type Code string
-
-// Codes of failed calls and the sentinels they match.
-const (
-	CodeNotFound Code = "notfound" // ErrNotFound
-	CodeNoSpace  Code = "nospace"  // ErrNoSpace
-	CodeExpired  Code = "expired"  // ErrExpired
-	CodeRefused  Code = "refused"  // ErrRefused
-	CodeBusy     Code = "busy"     // ErrBusy
-	CodeClosed   Code = "closed"   // ErrClosed
-)
-
-// sentinel returns the error a code matches (nil for an unknown code).
-func (c Code) sentinel() error {
-	switch c {
-	case CodeNotFound:
-		return ErrNotFound
-	case CodeNoSpace:
-		return ErrNoSpace
-	case CodeExpired:
-		return ErrExpired
-	case CodeRefused:
-		return ErrRefused
-	case CodeBusy:
-		return ErrBusy
-	case CodeClosed:
-		return ErrClosed
-	}
-	return nil
-}
-
-// OwnerError is a failed call: the owner's handlers return it, and a
-// client gets it back from the verbs.CallError that carried its text. It
-// matches the sentinel of its code and, on the client, the CallError
-// (hence verbs.ErrHandler).
-type OwnerError struct {
-	Code   Code
-	Detail string
-	// Call is the transport's error that carried the text (client side
-	// only).
-	Call *verbs.CallError
-}
-
-// Error returns "structobj <code>: <detail>", the text that travels.
-func (e *OwnerError) Error() string { return "structobj " + string(e.Code) + ": " + e.Detail }
-
-// Unwrap returns the code's sentinel and the CallError, when known.
-func (e *OwnerError) Unwrap() []error {
-	out := make([]error, 0, 2)
-	if s := e.Code.sentinel(); s != nil {
-		out = append(out, s)
-	}
-	if e.Call != nil {
-		out = append(out, e.Call)
-	}
-	return out
-}
-
-// ownerErr returns an *OwnerError with a formatted detail.
-func ownerErr(c Code, format string, args ...any) *OwnerError {
-	return &OwnerError{Code: c, Detail: fmt.Sprintf(format, args...)}
-}
-
-// parseOwnerError parses the text of an owner's error. Unknown codes are
-// kept (matching no sentinel); text not in the format returns false.
-func parseOwnerError(msg string) (*OwnerError, bool) {
-	rest, ok := strings.CutPrefix(msg, "structobj ")
-	if !ok {
-		return nil, false
-	}
-	code, detail, ok := strings.Cut(rest, ": ")
-	if !ok || code == "" || len(code) > 32 {
-		return nil, false
-	}
-	for _, c := range []byte(code) {
-		if c < 'a' || c > 'z' {
-			return nil, false
-		}
-	}
-	return &OwnerError{Code: Code(code), Detail: detail}, true
-}
-
-// decodeCallError maps an error of verbs.Conn.Call back to the owner's
-// *OwnerError (wrapping the *verbs.CallError) when the owner's handler
-// failed with a structobj error; any other error is returned as is.
-func decodeCallError(err error) error {
-	var ce *verbs.CallError
-	if err == nil || !errors.As(err, &ce) || ce.Status != verbs.StatusHandler {
-		return err
-	}
-	oe, ok := parseOwnerError(ce.Message)
-	if !ok {
-		return err
-	}
-	oe.Call = ce
-	return oe
-}
-
-// MessageError reports a message that could not be decoded. It matches
-// ErrProtocol.
-type MessageError struct {
-	Message string // the message's name, "commit request"
-	Field   string
-	Reason  string
-}
-
-func (e *MessageError) Error() string {
-	return fmt.Sprintf("structobj: %s: %s: %s", e.Message, e.Field, e.Reason)
-}
-
-// Unwrap returns ErrProtocol.
-func (e *MessageError) Unwrap() error { return ErrProtocol }
 
 // wireLimits bound what a msgDecoder accepts.
 type wireLimits struct {

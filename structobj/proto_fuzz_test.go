@@ -2,10 +2,7 @@ package structobj
 
 import (
 	"bytes"
-	"errors"
 	"testing"
-
-	"github.com/scatterkit/scatterkit/verbs"
 )
 
 // seedMessages adds every sample message to f's corpus.
@@ -50,26 +47,4 @@ func FuzzDecodeRequest(f *testing.F) {
 func FuzzDecodeReply(f *testing.F) {
 	seedMessages(f, true)
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, b, true) })
-}
-
-func FuzzDecodeCallError(f *testing.F) {
-	for _, s := range []string{"structobj notfound: no key \"a\"", "structobj busy: x", "structobj : x", "verbs: gather refused: x", ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, msg string) {
-		err := decodeCallError(&verbs.CallError{Method: MethodOpen, Status: verbs.StatusHandler, Message: msg})
-		oe, ok := err.(*OwnerError)
-		if !ok {
-			return
-		}
-		if oe.Error() != msg {
-			t.Fatalf("text %q parsed as %q", msg, oe.Error())
-		}
-		if s := oe.Code.sentinel(); s != nil && !errors.Is(err, s) {
-			t.Fatalf("%q does not match %v", msg, s)
-		}
-		if !errors.Is(err, verbs.ErrHandler) {
-			t.Fatalf("%q does not match verbs.ErrHandler", msg)
-		}
-	})
 }
