@@ -3,12 +3,15 @@ package structobj
 import (
 	"fmt"
 	"slices"
+
+	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 )
 
 // Align is the alignment of every extent the owner's allocator hands out,
 // in bytes: offsets and lengths of reserved space are multiples of it, so
-// payloads start on cache-line boundaries.
-const Align = 64
+// payloads start on cache-line boundaries. The control protocol refuses
+// region offsets and lengths that are not.
+const Align = proto.Align
 
 // extent is a run of arena bytes: [off, off+len). An extent of length 0
 // takes no space (an empty payload) and is never in the free list.

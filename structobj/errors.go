@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 	"github.com/scatterkit/scatterkit/verbs"
 )
 
@@ -69,7 +70,8 @@ var (
 	// ErrClosed: the owner is closed or closing.
 	ErrClosed = errors.New("structobj: owner closed")
 	// ErrProtocol: a message could not be decoded. See MessageError.
-	ErrProtocol = errors.New("structobj: malformed message")
+	// (The control protocol's decoders, in internal/proto, return it.)
+	ErrProtocol = proto.ErrProtocol
 
 	// Configuration and the client.
 
@@ -324,20 +326,9 @@ func decodeCallError(err error) error {
 	return oe
 }
 
-// MessageError reports a message that could not be decoded. It matches
-// ErrProtocol.
-type MessageError struct {
-	Message string // the message's name, "commit request"
-	Field   string
-	Reason  string
-}
-
-func (e *MessageError) Error() string {
-	return fmt.Sprintf("structobj: %s: %s: %s", e.Message, e.Field, e.Reason)
-}
-
-// Unwrap returns ErrProtocol.
-func (e *MessageError) Unwrap() error { return ErrProtocol }
+// MessageError reports a message that could not be decoded: its name
+// ("commit request"), the field at fault and why. It matches ErrProtocol.
+type MessageError = proto.MessageError
 
 // ConfigError reports an OwnerConfig field that NewOwner cannot use. It
 // matches ErrConfig.

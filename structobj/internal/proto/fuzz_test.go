@@ -1,14 +1,17 @@
-package structobj
+package proto
 
 import (
 	"bytes"
 	"testing"
 )
 
+// numMethods is the number of control methods.
+const numMethods = int(MethodGetInline-MethodInfo) + 1
+
 // seedMessages adds every sample message to f's corpus.
 func seedMessages(f *testing.F, reply bool) {
 	for _, m := range sampleMessages() {
-		b := m.appendTo(nil)
+		b := m.Append(nil)
 		if (b[5]&replyBit != 0) == reply {
 			f.Add(b)
 		}
@@ -27,13 +30,13 @@ func fuzzDecode(t *testing.T, b []byte, reply bool) {
 			kind |= replyBit
 		}
 		m := newMessage(kind)
-		if err := m.decodeFrom(b, &testWireLimits); err != nil {
+		if err := m.Decode(b, &testWireLimits); err != nil {
 			continue
 		}
 		if len(b) < headerSize || b[5] != kind {
 			t.Fatalf("kind %#x accepted a message of kind %#x", kind, b[5])
 		}
-		if out := m.appendTo(nil); !bytes.Equal(out, b) {
+		if out := m.Append(nil); !bytes.Equal(out, b) {
 			t.Fatalf("kind %#x: re-encoding differs:\n in %x\nout %x", kind, b, out)
 		}
 	}
