@@ -3,29 +3,15 @@ package structobj
 import (
 	"fmt"
 	"slices"
+
+	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 )
 
 // Align is the alignment of every extent the owner's allocator hands out,
 // in bytes: offsets and lengths of reserved space are multiples of it, so
-// payloads start on cache-line boundaries.
-const Align = 64
-
-// NoSpaceError reports a reservation the owner's arena cannot hold. It
-// matches ErrNoSpace.
-type NoSpaceError struct {
-	// Want is the space asked for, rounded up to Align.
-	Want uint64
-	// Free is the free space in all; Largest the largest free extent,
-	// which is what a reservation needs.
-	Free, Largest uint64
-}
-
-func (e *NoSpaceError) Error() string {
-	return fmt.Sprintf("structobj: no space for %d bytes (%d free, largest free extent %d)", e.Want, e.Free, e.Largest)
-}
-
-// Unwrap returns ErrNoSpace.
-func (e *NoSpaceError) Unwrap() error { return ErrNoSpace }
+// payloads start on cache-line boundaries. The control protocol refuses
+// region offsets and lengths that are not.
+const Align = proto.Align
 
 // extent is a run of arena bytes: [off, off+len). An extent of length 0
 // takes no space (an empty payload) and is never in the free list.

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
 	"github.com/scatterkit/scatterkit/verbs/shm"
@@ -35,32 +36,6 @@ const (
 	// MaxInFlight caps ClientConfig.InFlight.
 	MaxInFlight = 256
 )
-
-// Errors of the client.
-var (
-	// ErrClientConfig is matched by a *ClientConfigError, and by calls
-	// that need what the configuration left out (a key without an address
-	// on a client without a Directory).
-	ErrClientConfig = errors.New("structobj: invalid client config")
-	// ErrClientClosed is returned by calls on a closed Client.
-	ErrClientClosed = errors.New("structobj: client closed")
-	// ErrNoPool is returned by NewBuffer on a client without a pool.
-	ErrNoPool = errors.New("structobj: client has no pool")
-)
-
-// ClientConfigError reports a ClientConfig field that NewClient cannot
-// use. It matches ErrClientConfig.
-type ClientConfigError struct {
-	// Field is the ClientConfig field at fault; Reason says why.
-	Field, Reason string
-}
-
-func (e *ClientConfigError) Error() string {
-	return fmt.Sprintf("structobj: client config: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrClientConfig.
-func (e *ClientConfigError) Unwrap() error { return ErrClientConfig }
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
@@ -237,7 +212,7 @@ type GetRequest struct {
 type Client struct {
 	cfg      ClientConfig
 	lim      Limits
-	wlim     wireLimits
+	wlim     proto.Limits
 	prefix   string // RecordPrefix + namespace + "/"
 	trName   string // "shm", "tcp" or "" (unknown backend)
 	eng      *verbs.Engine
@@ -283,7 +258,7 @@ type ownerConn struct {
 	err    error         // of the dial
 	conn   verbs.Conn
 	region verbs.RegionInfo
-	info   infoReply
+	info   proto.InfoReply
 }
 
 const (
@@ -341,7 +316,7 @@ func NewClient(cfg ClientConfig) (c *Client, err error) {
 	c = &Client{
 		cfg:    cfg,
 		lim:    cfg.Limits.withDefaults(),
-		wlim:   wireLimits{manifest: MaxManifestBytes, inline: MaxInlineLimit},
+		wlim:   proto.Limits{Manifest: MaxManifestBytes, Inline: MaxInlineLimit},
 		prefix: RecordPrefix + cfg.Namespace + "/",
 		chunk:  uint64(cfg.ChunkBytes),
 		conns:  make(map[string]*ownerConn),
@@ -648,16 +623,16 @@ func (c *Client) dial(ctx context.Context, oc *ownerConn) error {
 		oc.conn = nil
 		return errors.Join(err, conn.Close())
 	}
-	resp, err := conn.Call(ctx, MethodInfo, (&emptyRequest{method: MethodInfo}).appendTo(nil), nil)
+	resp, err := conn.Call(ctx, MethodInfo, (&proto.EmptyRequest{Method: MethodInfo}).Append(nil), nil)
 	if err == nil {
-		err = oc.info.decodeFrom(resp, &c.wlim)
+		err = oc.info.Decode(resp, &c.wlim)
 	}
 	if err != nil {
 		return fail(fmt.Errorf("structobj: info from %s: %w", oc.addr, decodeCallError(err)))
 	}
 	var ok bool
-	if oc.region, ok = verbs.FindRegion(conn.Remote(), oc.info.region); !ok {
-		return fail(fmt.Errorf("structobj: %s exports no region %q: %w", oc.addr, oc.info.region, verbs.ErrBadKey))
+	if oc.region, ok = verbs.FindRegion(conn.Remote(), oc.info.Region); !ok {
+		return fail(fmt.Errorf("structobj: %s exports no region %q: %w", oc.addr, oc.info.Region, verbs.ErrBadKey))
 	}
 	// The gather capability (and on shm the engine's calibration) ahead
 	// of the first READ; an owner without a gather service is fine.
@@ -684,12 +659,6 @@ func (c *Client) evict(oc *ownerConn) {
 	}
 }
 
-// protoMessage is a control message (proto.go).
-type protoMessage interface {
-	appendTo(dst []byte) []byte
-	decodeFrom(b []byte, lim *wireLimits) error
-}
-
 // call makes one control call and maps an owner's error to its
 // *OwnerError.
 func (c *Client) call(ctx context.Context, oc *ownerConn, method uint16, req []byte) ([]byte, error) {
@@ -704,12 +673,12 @@ func (c *Client) call(ctx context.Context, oc *ownerConn, method uint16, req []b
 }
 
 // do makes a call of req and decodes its reply into rep.
-func (c *Client) do(ctx context.Context, oc *ownerConn, method uint16, req, rep protoMessage) error {
-	resp, err := c.call(ctx, oc, method, req.appendTo(nil))
+func (c *Client) do(ctx context.Context, oc *ownerConn, method uint16, req, rep proto.Message) error {
+	resp, err := c.call(ctx, oc, method, req.Append(nil))
 	if err != nil {
 		return err
 	}
-	return rep.decodeFrom(resp, &c.wlim)
+	return rep.Decode(resp, &c.wlim)
 }
 
 // cleanupContext is for calls that must run after a failure, even when
@@ -752,9 +721,9 @@ func (c *Client) delete(ctx context.Context, addr, key string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	rep := versionReply{method: MethodDelete}
-	err = c.do(ctx, oc, MethodDelete, &keyRequest{method: MethodDelete, key: []byte(key)}, &rep)
-	return rep.version, err
+	rep := proto.VersionReply{Method: MethodDelete}
+	err = c.do(ctx, oc, MethodDelete, &proto.KeyRequest{Method: MethodDelete, Key: []byte(key)}, &rep)
+	return rep.Version, err
 }
 
 // Put stores obj under key on the owner at addr (or, with addr empty,
@@ -834,7 +803,7 @@ func layoutPayload(o *Object) []item {
 // admits checks m (encoded in n bytes) against the owner's limits where
 // they are smaller than the client's.
 func (c *Client) admits(oc *ownerConn, m *Manifest, n int) error {
-	ol := oc.info.limits
+	ol := Limits(oc.info.Limits)
 	if n > ol.MaxBytes {
 		return &ObjectError{Field: "Manifest", Reason: "over the owner's limits", Err: &ManifestError{Field: "Manifest",
 			Reason: fmt.Sprintf("%d bytes encoded, the owner's limit is %d", n, ol.MaxBytes), Err: ErrManifestLimit}}
@@ -898,7 +867,7 @@ func (c *Client) put(ctx context.Context, addr, key string, obj *Object) (uint64
 			leased = true
 		}
 	}
-	if !fast && oc.info.maxInline > 0 && payload+uint64(len(man)) <= oc.info.maxInline {
+	if !fast && oc.info.MaxInline > 0 && payload+uint64(len(man)) <= oc.info.MaxInline {
 		v, err := c.putInline(ctx, oc, key, man, payload, items)
 		return v, PathInline, err
 	}
@@ -907,24 +876,24 @@ func (c *Client) put(ctx context.Context, addr, key string, obj *Object) (uint64
 		x.adopt(first)
 	}
 	sent := time.Now()
-	var res reserveReply
-	if err := c.do(ctx, oc, MethodReserve, &reserveRequest{size: payload}, &res); err != nil {
+	var res proto.ReserveReply
+	if err := c.do(ctx, oc, MethodReserve, &proto.ReserveRequest{Size: payload}, &res); err != nil {
 		return 0, 0, x.finish(err)
 	}
 	if c.hookReserved != nil {
-		c.hookReserved(res.id, res.off)
+		c.hookReserved(res.ID, res.Off)
 	}
-	wctx, cancel := context.WithDeadline(ctx, ttlDeadline(sent, res.ttl))
+	wctx, cancel := context.WithDeadline(ctx, ttlDeadline(sent, res.TTL))
 	defer cancel()
-	x.ctx, x.remoteOff, x.remoteExt = wctx, res.off, payload
+	x.ctx, x.remoteOff, x.remoteExt = wctx, res.Off, payload
 	err = x.finish(x.write(items, fast))
 	c.noteXfer(x)
 	var v uint64
 	committing := err == nil
 	if committing {
-		rep := versionReply{method: MethodCommit}
-		err = c.do(wctx, oc, MethodCommit, &commitRequest{id: res.id, key: []byte(key), manifest: man}, &rep)
-		v = rep.version
+		rep := proto.VersionReply{Method: MethodCommit}
+		err = c.do(wctx, oc, MethodCommit, &proto.CommitRequest{ID: res.ID, Key: []byte(key), Manifest: man}, &rep)
+		v = rep.Version
 	}
 	switch {
 	case err == nil:
@@ -932,14 +901,14 @@ func (c *Client) put(ctx context.Context, addr, key string, obj *Object) (uint64
 	case errors.Is(err, verbs.ErrClosed):
 		// Nothing to abort: the reservation belonged to the connection.
 		c.evict(oc)
-		return 0, 0, lostPut(err, oc.addr, res.id, sent, res.ttl, committing)
+		return 0, 0, lostPut(err, oc.addr, res.ID, sent, res.TTL, committing)
 	}
 	actx, acancel := cleanupContext(ctx)
 	defer acancel()
 	// Best effort: an expired or committed reservation is gone anyway. Every
 	// WRITE under it has completed or failed (x.finish waited for them),
 	// the promise an Abort makes (see Owner).
-	_ = c.do(actx, oc, MethodAbort, &idMessage{method: MethodAbort, id: res.id}, &emptyReply{method: MethodAbort})
+	_ = c.do(actx, oc, MethodAbort, &proto.IDRequest{Method: MethodAbort, ID: res.ID}, &proto.EmptyReply{Method: MethodAbort})
 	return 0, 0, err
 }
 
@@ -965,13 +934,13 @@ func lostPut(err error, addr string, id uint64, sent time.Time, ttl time.Duratio
 // small reports whether n bytes go inline on a pooled client (see
 // ClientConfig.SmallBytes).
 func (c *Client) small(oc *ownerConn, n uint64) bool {
-	return c.cfg.SmallBytes > 0 && n <= uint64(c.cfg.SmallBytes) && oc.info.maxInline > 0 && n <= oc.info.maxInline
+	return c.cfg.SmallBytes > 0 && n <= uint64(c.cfg.SmallBytes) && oc.info.MaxInline > 0 && n <= oc.info.MaxInline
 }
 
 // putInline stores the payload of items inside one PutInline call.
 func (c *Client) putInline(ctx context.Context, oc *ownerConn, key string, man []byte, payload uint64, items []item) (uint64, error) {
 	req := make([]byte, 0, 24+len(key)+len(man)+int(payload))
-	req = appendPutInlineHead(req, []byte(key), man, payload)
+	req = proto.AppendPutInlineHead(req, []byte(key), man, payload)
 	for _, it := range items {
 		if it.mem != nil {
 			req = append(req, it.mem...)
@@ -985,12 +954,12 @@ func (c *Client) putInline(ctx context.Context, oc *ownerConn, key string, man [
 	if err != nil {
 		return 0, err
 	}
-	rep := versionReply{method: MethodPutInline}
-	if err := rep.decodeFrom(resp, &c.wlim); err != nil {
+	rep := proto.VersionReply{Method: MethodPutInline}
+	if err := rep.Decode(resp, &c.wlim); err != nil {
 		return 0, err
 	}
 	c.stats.inl.Add(payload)
-	return rep.version, nil
+	return rep.Version, nil
 }
 
 // Stat returns the manifest of key's current version (an Open and a
@@ -1025,21 +994,21 @@ func (c *Client) stat(ctx context.Context, addr, key string) (*Manifest, error) 
 	if err != nil {
 		return nil, err
 	}
-	return m, c.closeHold(ctx, oc, h.hold)
+	return m, c.closeHold(ctx, oc, h.Hold)
 }
 
 // open takes a hold on key and decodes its manifest into m. It returns
 // when the request was sent (the hold's TTL runs from a moment after).
-func (c *Client) open(ctx context.Context, oc *ownerConn, key string, m *Manifest) (openReply, time.Time, error) {
+func (c *Client) open(ctx context.Context, oc *ownerConn, key string, m *Manifest) (proto.OpenReply, time.Time, error) {
 	sent := time.Now()
-	var h openReply
-	if err := c.do(ctx, oc, MethodOpen, &keyRequest{method: MethodOpen, key: []byte(key)}, &h); err != nil {
+	var h proto.OpenReply
+	if err := c.do(ctx, oc, MethodOpen, &proto.KeyRequest{Method: MethodOpen, Key: []byte(key)}, &h); err != nil {
 		return h, sent, err
 	}
-	if err := DecodeManifest(m, h.manifest, c.lim); err != nil {
-		return h, sent, errors.Join(fmt.Errorf("manifest of version %d: %w", h.version, err), c.closeHold(ctx, oc, h.hold))
+	if err := DecodeManifest(m, h.Manifest, c.lim); err != nil {
+		return h, sent, errors.Join(fmt.Errorf("manifest of version %d: %w", h.Version, err), c.closeHold(ctx, oc, h.Hold))
 	}
-	h.manifest = nil
+	h.Manifest = nil
 	return h, sent, nil
 }
 
@@ -1047,7 +1016,7 @@ func (c *Client) open(ctx context.Context, oc *ownerConn, key string, m *Manifes
 func (c *Client) closeHold(ctx context.Context, oc *ownerConn, hold uint64) error {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	if err := c.do(cctx, oc, MethodClose, &idMessage{method: MethodClose, id: hold}, &emptyReply{method: MethodClose}); err != nil {
+	if err := c.do(cctx, oc, MethodClose, &proto.IDRequest{Method: MethodClose, ID: hold}, &proto.EmptyReply{Method: MethodClose}); err != nil {
 		return fmt.Errorf("close hold %d: %w", hold, err)
 	}
 	return nil
@@ -1113,7 +1082,7 @@ func (c *Client) get(ctx context.Context, addr, key string, sel []Select, dst []
 	if err != nil {
 		return info, err
 	}
-	if len(sel) == 1 && sel[0] == (Select{}) && oc.info.maxInline > 0 && uint64(len(dst[0])) <= oc.info.maxInline &&
+	if len(sel) == 1 && sel[0] == (Select{}) && oc.info.MaxInline > 0 && uint64(len(dst[0])) <= oc.info.MaxInline &&
 		(c.stage == nil || c.small(oc, uint64(len(dst[0])))) {
 		return c.getInlineWhole(ctx, oc, key, dst[0], m)
 	}
@@ -1121,20 +1090,20 @@ func (c *Client) get(ctx context.Context, addr, key string, sel []Select, dst []
 	if err != nil {
 		return info, err
 	}
-	info.Version = h.version
+	info.Version = h.Version
 	var segs []segment
 	for i, s := range sel {
-		if segs, err = appendSelection(segs, m, i, s, dst[i], h.off); err != nil {
-			return info, errors.Join(err, c.closeHold(ctx, oc, h.hold))
+		if segs, err = appendSelection(segs, m, i, s, dst[i], h.Off); err != nil {
+			return info, errors.Join(err, c.closeHold(ctx, oc, h.Hold))
 		}
 	}
-	rctx, cancel := context.WithDeadline(ctx, ttlDeadline(sent, h.ttl))
+	rctx, cancel := context.WithDeadline(ctx, ttlDeadline(sent, h.TTL))
 	x := c.newXfer(rctx, oc, verbs.OpRead, 0)
-	err = c.read(x, segs, &inlineRead{key: key, base: h.off, version: h.version})
+	err = c.read(x, segs, &inlineRead{key: key, base: h.Off, version: h.Version})
 	cancel()
 	c.noteXfer(x)
 	info.Path, info.Bytes, info.Staged, info.Chunks, info.Gathered = x.path(), x.bytes(), x.staged, x.chunks, x.gathered
-	if cerr := c.closeHold(ctx, oc, h.hold); err == nil {
+	if cerr := c.closeHold(ctx, oc, h.Hold); err == nil {
 		// A hold that expired may have let the space be reused under the
 		// READs: the bytes are not trustworthy.
 		err = cerr
@@ -1144,19 +1113,19 @@ func (c *Client) get(ctx context.Context, addr, key string, sel []Select, dst []
 
 // getInlineWhole reads the whole payload with one GetInline call.
 func (c *Client) getInlineWhole(ctx context.Context, oc *ownerConn, key string, dst []byte, m *Manifest) (GetInfo, error) {
-	var rep getInlineReply
-	if err := c.do(ctx, oc, MethodGetInline, &getInlineRequest{key: []byte(key)}, &rep); err != nil {
+	var rep proto.GetInlineReply
+	if err := c.do(ctx, oc, MethodGetInline, &proto.GetInlineRequest{Key: []byte(key)}, &rep); err != nil {
 		return GetInfo{}, err
 	}
-	if err := DecodeManifest(m, rep.manifest, c.lim); err != nil {
-		return GetInfo{}, fmt.Errorf("manifest of version %d: %w", rep.version, err)
+	if err := DecodeManifest(m, rep.Manifest, c.lim); err != nil {
+		return GetInfo{}, fmt.Errorf("manifest of version %d: %w", rep.Version, err)
 	}
-	if len(rep.data) != len(dst) {
-		return GetInfo{}, &SelectError{Index: 0, Reason: fmt.Sprintf("destination of %d bytes, selection of %d", len(dst), len(rep.data))}
+	if len(rep.Data) != len(dst) {
+		return GetInfo{}, &SelectError{Index: 0, Reason: fmt.Sprintf("destination of %d bytes, selection of %d", len(dst), len(rep.Data))}
 	}
-	copy(dst, rep.data)
+	copy(dst, rep.Data)
 	c.stats.inl.Add(uint64(len(dst)))
-	return GetInfo{Version: rep.version, Path: PathInline, Bytes: uint64(len(dst))}, nil
+	return GetInfo{Version: rep.Version, Path: PathInline, Bytes: uint64(len(dst))}, nil
 }
 
 // inlineRead is what a GET's inline fallback needs: the key and the held
@@ -1170,25 +1139,25 @@ type inlineRead struct {
 // call. It returns false, with nothing written, when the key no longer
 // holds that version.
 func (c *Client) getInlineRanges(ctx context.Context, oc *ownerConn, in *inlineRead, segs []segment) (bool, error) {
-	req := getInlineRequest{key: []byte(in.key), ranges: make([]byteRange, 0, len(segs))}
+	req := proto.GetInlineRequest{Key: []byte(in.key), Ranges: make([]proto.ByteRange, 0, len(segs))}
 	var total uint64
 	for _, s := range segs {
-		req.ranges = append(req.ranges, byteRange{off: s.remote - in.base, len: uint64(len(s.mem))})
+		req.Ranges = append(req.Ranges, proto.ByteRange{Off: s.remote - in.base, Len: uint64(len(s.mem))})
 		total += uint64(len(s.mem))
 	}
-	var rep getInlineReply
+	var rep proto.GetInlineReply
 	err := c.do(ctx, oc, MethodGetInline, &req, &rep)
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrRefused):
 		return false, nil // deleted, or replaced by a smaller version
 	case err != nil:
 		return false, err
-	case rep.version != in.version:
+	case rep.Version != in.version:
 		return false, nil
 	}
-	data := rep.data
+	data := rep.Data
 	if uint64(len(data)) != total {
-		return false, &MessageError{Message: messageName(MethodGetInline, true), Field: "data",
+		return false, &MessageError{Message: proto.MessageName(MethodGetInline, true), Field: "data",
 			Reason: fmt.Sprintf("%d bytes for ranges of %d", len(data), total)}
 	}
 	for _, s := range segs {
@@ -1222,7 +1191,7 @@ func (c *Client) read(x *xfer, segs []segment, in *inlineRead) error {
 			x.adopt(l)
 		}
 	}
-	if !fast && in != nil && total > 0 && x.oc.info.maxInline > 0 && total <= x.oc.info.maxInline && len(segs) <= MaxInlineRanges {
+	if !fast && in != nil && total > 0 && x.oc.info.MaxInline > 0 && total <= x.oc.info.MaxInline && len(segs) <= MaxInlineRanges {
 		ok, err := c.getInlineRanges(x.ctx, x.oc, in, segs)
 		if err != nil || ok {
 			if ok {
@@ -1314,23 +1283,23 @@ func (c *Client) getGroup(ctx context.Context, addr string, reqs []GetRequest, i
 		}
 		keep := len(segs)
 		for j, s := range sel {
-			if segs, err = appendSelection(segs, r.Manifest, j, s, r.Dst[j], h.off); err != nil {
+			if segs, err = appendSelection(segs, r.Manifest, j, s, r.Dst[j], h.Off); err != nil {
 				break
 			}
 		}
 		if err != nil {
 			segs = segs[:keep]
-			r.Err = errors.Join(err, c.closeHold(ctx, oc, h.hold))
+			r.Err = errors.Join(err, c.closeHold(ctx, oc, h.Hold))
 			continue
 		}
 		for _, s := range segs[keep:] {
 			r.Info.Bytes += uint64(len(s.mem))
 		}
-		r.Info.Version = h.version
-		if d := ttlDeadline(sent, h.ttl); deadline.IsZero() || d.Before(deadline) {
+		r.Info.Version = h.Version
+		if d := ttlDeadline(sent, h.TTL); deadline.IsZero() || d.Before(deadline) {
 			deadline = d
 		}
-		holds = append(holds, held{i, h.hold})
+		holds = append(holds, held{i, h.Hold})
 	}
 	if len(holds) == 0 {
 		return

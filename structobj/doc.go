@@ -119,69 +119,12 @@
 //	PutInline  0x5308  key, manifest, payload          version
 //	GetInline  0x5309  key, ranges (none: all)         version, manifest, the ranges' bytes
 //
-// Every message, request or reply, is little-endian and unaligned and
-// starts with the same 8-byte header:
-//
-//	+--------+------+------------------------------------------------+
-//	| offset | size | field                                          |
-//	+--------+------+------------------------------------------------+
-//	|      0 |    4 | magic "SKSO"                                   |
-//	|      4 |    1 | version: 1                                     |
-//	|      5 |    1 | kind: method id - 0x5300 (1..9) for a request, |
-//	|        |      | that | 0x80 for its reply                      |
-//	|      6 |    2 | reserved, 0                                    |
-//	+--------+------+------------------------------------------------+
-//
-// The bodies, by offset from the start of the message (K: key length,
-// M: manifest length, P: payload length, N: ranges, D: data length):
-//
-//	Info request       8: nothing more.
-//	Info reply         8: arena bytes (u64)          16: max inline bytes (u64, 0: none)
-//	                  24: reserve TTL ns (u64)      32: hold TTL ns (u64)
-//	                  40: flags (u32; bit 0: gather service on the segment)
-//	                  44: region name length R (u8) 45: namespace length S (u8)
-//	                  46: reserved (u16, 0)
-//	                  48: manifest limits (u64 each): MaxMembers, MaxDims, MaxMeta,
-//	                      MaxMetaBytes, MaxBytes
-//	                  88: region name (R), namespace (S)
-//	Reserve request    8: size (u64)
-//	Reserve reply      8: reservation id (u64)      16: offset in the region (u64)
-//	                  24: length reserved (u64, size rounded up to 64)
-//	                  32: TTL ns (u64)
-//	Commit request     8: reservation id (u64)      16: K (u16)  18: reserved (u16, 0)
-//	                  20: M (u32)                   24: key, manifest
-//	Commit reply       8: version (u64)
-//	Abort request      8: reservation id (u64)
-//	Abort reply        8: nothing more.
-//	Open request       8: K (u16)  10: reserved (6 bytes, 0)  16: key
-//	Open reply         8: hold id (u64)             16: version (u64)
-//	                  24: payload offset in the region (u64)
-//	                  32: hold TTL ns (u64)         40: M (u32)  44: reserved (u32, 0)
-//	                  48: manifest
-//	Close request      8: hold id (u64)
-//	Close reply        8: nothing more.
-//	Delete request     as Open request.
-//	Delete reply       8: version deleted (u64)
-//	PutInline request  8: K (u16)  10: reserved (u16, 0)  12: M (u32)  16: P (u64)
-//	                  24: key, manifest, payload
-//	PutInline reply    8: version (u64)
-//	GetInline request  8: K (u16)  10: reserved (u16, 0)  12: N (u32)
-//	                  16: key, then N ranges of offset (u64), length (u64)
-//	GetInline reply    8: version (u64)  16: M (u32)  20: reserved (u32, 0)  24: D (u64)
-//	                  32: manifest, then the ranges' bytes in request order (D)
-//
-// A decoder rejects, with a *MessageError (ErrProtocol): another magic
-// or version, a kind that is not the message's, reserved bytes that are
-// not zero, a length that disagrees with the counts (trailing bytes
-// included), a key of 0 or more than MaxKeyLen bytes, a manifest longer
-// than the limit, inline payload or data beyond the inline limit, more
-// than MaxInlineRanges ranges, an empty range or one whose end overflows,
-// zero ids and versions, region offsets and lengths that are not
-// multiples of Align or overflow, TTLs that are zero or beyond MaxTTL,
-// and in Info an inline size above MaxInlineLimit, unknown flags, limits
-// of 0 or above 2^32-1, a manifest limit above MaxManifestBytes and an
-// empty region name. Keys are checked against the naming rules by the
-// owner, not the decoder; manifests by DecodeManifest.
+// The messages' byte layout, their versioning and what a decoder rejects
+// (a *MessageError, matching ErrProtocol: every malformed message, every
+// id, offset, length, TTL and limit out of range) are specified in
+// structobj/internal/proto ("Format" in its documentation). Keys are
+// checked against the naming rules by the owner; manifests by
+// DecodeManifest.
 //
 // Reservation and hold ids are issued by the owner, never zero, and
 // belong to the connection that took them: another connection naming

@@ -314,7 +314,7 @@ func TestOwnerFenceHeldMapping(t *testing.T) {
 		}
 	})
 	late := randBytes(r, n)
-	copy(remote[res.off:], late[:n/2]) // copied half, then stopped
+	copy(remote[res.Off:], late[:n/2]) // copied half, then stopped
 
 	clock.Advance(ttl + time.Second)
 	s := o.Stats()
@@ -323,7 +323,7 @@ func TestOwnerFenceHeldMapping(t *testing.T) {
 	_, err = other.reserve(n)
 	require.ErrorIs(t, err, ErrNoSpace)
 
-	copy(remote[res.off+n/2:], late[n/2:]) // resumes, and lets go
+	copy(remote[res.Off+n/2:], late[n/2:]) // resumes, and lets go
 	mapper.ReleaseMapped()
 	held = false
 	require.Eventually(t, func() bool { return o.Stats().LargestFree == n }, 10*time.Second, time.Millisecond,
@@ -333,7 +333,7 @@ func TestOwnerFenceHeldMapping(t *testing.T) {
 	o.mu.Lock()
 	victimOff := o.objects["victim"].ext.off
 	o.mu.Unlock()
-	require.Equal(t, res.off, victimOff, "the victim reuses the expired reservation's space")
+	require.Equal(t, res.Off, victimOff, "the victim reuses the expired reservation's space")
 	_, _, got := other.get("victim")
 	requireSameBytes(t, want, got, "the victim")
 	s = o.Stats()
@@ -357,7 +357,7 @@ func TestOwnerFenceStats(t *testing.T) {
 	for _, n := range []uint64{1000, 64 << 10, 4096} {
 		res, err := frozen.reserve(n)
 		require.NoError(t, err)
-		sizes = append(sizes, res.length)
+		sizes = append(sizes, res.Length)
 	}
 	mapper := frozen.conn.(verbs.Mapper)
 	_, _, err := mapper.HoldMapped(frozen.local, frozen.objs.Key, verbs.AccessRemoteWrite)
@@ -407,7 +407,7 @@ func TestOwnerFenceDroppedConn(t *testing.T) {
 		gone := newTestClient(t, b, o.Addr())
 		res, err := gone.reserve(64 << 10)
 		require.NoError(t, err)
-		gone.write(res.off, fillPattern(make([]byte, 4096), 5))
+		gone.write(res.Off, fillPattern(make([]byte, 4096), 5))
 		require.NoError(t, gone.conn.Close())
 		clock.Advance(time.Minute)
 		s := o.Stats()
@@ -417,8 +417,8 @@ func TestOwnerFenceDroppedConn(t *testing.T) {
 		c := newTestClient(t, b, o.Addr())
 		r2, err := c.reserve(64 << 10)
 		require.NoError(t, err)
-		require.Equal(t, res.off, r2.off)
-		require.NoError(t, c.abort(r2.id))
+		require.Equal(t, res.Off, r2.Off)
+		require.NoError(t, c.abort(r2.ID))
 		requireAccounted(t, o.Stats())
 	})
 }
@@ -436,7 +436,7 @@ func TestOwnerFenceWaitsForCalls(t *testing.T) {
 		c := newTestClient(t, b, o.Addr())
 		res, err := c.reserve(n)
 		require.NoError(t, err)
-		conn := reservationConn(t, o, res.id)
+		conn := reservationConn(t, o, res.ID)
 
 		entered, finish := make(chan struct{}), make(chan struct{})
 		var once sync.Once

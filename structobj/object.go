@@ -2,75 +2,10 @@ package structobj
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 )
-
-// Errors of objects and selections in the client's memory.
-var (
-	// ErrObject reports an Object whose Data does not match its manifest
-	// (a count or a length), whose manifest is invalid, or whose ragged
-	// offsets or sparse coordinates are invalid, and Builder input that
-	// cannot form a member. The detail is an *ObjectError. Nothing was
-	// sent.
-	ErrObject = errors.New("structobj: invalid object")
-	// ErrSelect reports a selection that names no member or reaches
-	// outside it, or destinations of the wrong number or length. The
-	// detail is a *SelectError.
-	ErrSelect = errors.New("structobj: invalid selection")
-)
-
-// ObjectError details an ErrObject.
-type ObjectError struct {
-	// Field is what is wrong: "Manifest", "Data" (the count), "Data[3]"
-	// (one slice), or for the Builder the member being added,
-	// "Members[2]".
-	Field string
-	// Reason says what is wrong with it.
-	Reason string
-	// Err is the cause when there is one: the *ManifestError of an invalid
-	// manifest, the *DataError of bad ragged offsets or sparse
-	// coordinates. Nil otherwise.
-	Err error
-}
-
-func (e *ObjectError) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("structobj: invalid object: %s: %s: %v", e.Field, e.Reason, e.Err)
-	}
-	return fmt.Sprintf("structobj: invalid object: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrObject, and Err when it is set.
-func (e *ObjectError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrObject, e.Err}
-	}
-	return []error{ErrObject}
-}
-
-// SelectError details an ErrSelect.
-type SelectError struct {
-	// Index is the selection (and its destination) at fault, or -1 when
-	// the number of destinations is wrong.
-	Index int
-	// Member is the selection's member name ("" for the payload itself).
-	Member string
-	// Reason says what is wrong.
-	Reason string
-}
-
-func (e *SelectError) Error() string {
-	if e.Index < 0 {
-		return "structobj: invalid selection: " + e.Reason
-	}
-	return fmt.Sprintf("structobj: invalid selection %d (member %q): %s", e.Index, e.Member, e.Reason)
-}
-
-// Unwrap returns ErrSelect.
-func (e *SelectError) Unwrap() error { return ErrSelect }
 
 // Object is a Structured Object in the caller's memory: its manifest and
 // the bytes of its parts, each part in its own slice.

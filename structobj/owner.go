@@ -12,6 +12,7 @@ import (
 
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/costmodel"
+	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
 	"github.com/scatterkit/scatterkit/verbs/shm"
@@ -92,22 +93,6 @@ type OwnerConfig struct {
 	Now func() time.Time
 }
 
-// ConfigError reports an OwnerConfig field that NewOwner cannot use. It
-// matches ErrConfig.
-type ConfigError struct {
-	Field, Reason string
-}
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("structobj: owner config: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrConfig.
-func (e *ConfigError) Unwrap() error { return ErrConfig }
-
-// ErrConfig is matched by a *ConfigError.
-var ErrConfig = errors.New("structobj: invalid owner config")
-
 // withDefaults validates c and fills its defaults.
 func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 	bad := func(field, format string, args ...any) (OwnerConfig, error) {
@@ -174,7 +159,8 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 }
 
 // Owner serves Structured Objects from one region of its transport, the
-// export RegionName of a segment, with the control protocol of proto.go.
+// export RegionName of a segment, with the control protocol (see the
+// package doc; internal/proto encodes its messages).
 //
 // A PUT reserves space (Reserve: pending, invisible to readers), WRITEs
 // the payload there with one-sided transfers and installs it under a key
@@ -220,7 +206,7 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 // never repeats a version.
 type Owner struct {
 	cfg    OwnerConfig
-	wlim   wireLimits
+	wlim   proto.Limits
 	prefix string // RecordPrefix + namespace + "/"
 	region *verbs.Region
 	seg    verbs.Segment
@@ -326,7 +312,7 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 		stopSweep:  make(chan struct{}),
 		stopFences: make(chan struct{}),
 	}
-	o.wlim = wireLimits{manifest: uint64(cfg.Limits.MaxBytes), inline: uint64(max(cfg.MaxInline, 0))}
+	o.wlim = proto.Limits{Manifest: uint64(cfg.Limits.MaxBytes), Inline: uint64(max(cfg.MaxInline, 0))}
 	o.manifestPool.New = func() any { return new(Manifest) }
 	defer func() {
 		if err != nil {
@@ -360,9 +346,9 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 		}
 		o.svc = svc
 	}
-	info := infoReply{arena: arena, maxInline: o.wlim.inline, reserveTTL: cfg.ReserveTTL, holdTTL: cfg.HoldTTL,
-		gather: o.svc != nil, limits: cfg.Limits, region: RegionName, namespace: cfg.Namespace}
-	o.info = info.appendTo(nil)
+	info := proto.InfoReply{Arena: arena, MaxInline: o.wlim.Inline, ReserveTTL: cfg.ReserveTTL, HoldTTL: cfg.HoldTTL,
+		Gather: o.svc != nil, Limits: proto.ManifestLimits(cfg.Limits), Region: RegionName, Namespace: cfg.Namespace}
+	o.info = info.Append(nil)
 	o.handle(MethodInfo, o.serveInfo)
 	o.handle(MethodReserve, o.serveReserve)
 	o.handle(MethodCommit, o.serveCommit)
@@ -407,6 +393,11 @@ func (o *Owner) handle(method uint16, f func(ctx context.Context, p verbs.Peer, 
 		}
 		return out, err
 	}))
+}
+
+// ownerErr returns an *OwnerError with a formatted detail.
+func ownerErr(c Code, format string, args ...any) *OwnerError {
+	return &OwnerError{Code: c, Detail: fmt.Sprintf(format, args...)}
 }
 
 // refused wraps a decoding or validation failure.
@@ -575,16 +566,16 @@ func (o *Owner) lock() (time.Time, error) {
 }
 
 func (o *Owner) serveInfo(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := emptyRequest{method: MethodInfo}
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	m := proto.EmptyRequest{Method: MethodInfo}
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
 	return append(resp, o.info...), nil
 }
 
 func (o *Owner) serveReserve(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	var m reserveRequest
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	var m proto.ReserveRequest
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
 	now, err := o.lock()
@@ -595,19 +586,19 @@ func (o *Owner) serveReserve(_ context.Context, p verbs.Peer, req, resp []byte) 
 	if len(o.res) >= o.cfg.MaxReservations {
 		return nil, ownerErr(CodeBusy, "%d reservations outstanding", len(o.res))
 	}
-	ext, err := o.alloc.alloc(m.size)
+	ext, err := o.alloc.alloc(m.Size)
 	if err != nil {
 		var ns *NoSpaceError
 		errors.As(err, &ns)
 		return nil, ownerErr(CodeNoSpace, "%d bytes wanted, largest free extent %d, %d free, %d pending, %d retired",
 			ns.Want, ns.Largest, ns.Free, o.pending, o.retired)
 	}
-	r := &reservation{id: o.newIDLocked(), conn: p.ConnID(), ext: ext, size: m.size, expires: now.Add(o.cfg.ReserveTTL)}
+	r := &reservation{id: o.newIDLocked(), conn: p.ConnID(), ext: ext, size: m.Size, expires: now.Add(o.cfg.ReserveTTL)}
 	o.res[r.id] = r
 	o.pending += ext.len
 	o.noteExpiryLocked(r.expires)
-	rep := reserveReply{id: r.id, off: ext.off, length: ext.len, ttl: o.cfg.ReserveTTL}
-	return rep.appendTo(resp), nil
+	rep := proto.ReserveReply{ID: r.id, Off: ext.off, Length: ext.len, TTL: o.cfg.ReserveTTL}
+	return rep.Append(resp), nil
 }
 
 // claim is the space a new object version takes: a reservation (Commit)
@@ -727,54 +718,54 @@ func (o *Owner) withdraw(reg discovery.Registration) {
 }
 
 func (o *Owner) serveCommit(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	var m commitRequest
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	var m proto.CommitRequest
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
-	if err := o.checkKey(m.key); err != nil {
+	if err := o.checkKey(m.Key); err != nil {
 		return nil, err
 	}
-	man, err := o.decodeManifest(m.manifest)
+	man, err := o.decodeManifest(m.Manifest)
 	if err != nil {
 		return nil, err
 	}
-	c := claim{conn: p.ConnID(), id: m.id, payload: man.PayloadBytes}
+	c := claim{conn: p.ConnID(), id: m.ID, payload: man.PayloadBytes}
 	o.putManifest(man)
-	v, err := o.install(ctx, string(m.key), &c, m.manifest)
+	v, err := o.install(ctx, string(m.Key), &c, m.Manifest)
 	if err != nil {
 		return nil, err
 	}
-	rep := versionReply{method: MethodCommit, version: v}
-	return rep.appendTo(resp), nil
+	rep := proto.VersionReply{Method: MethodCommit, Version: v}
+	return rep.Append(resp), nil
 }
 
 func (o *Owner) serveAbort(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := idMessage{method: MethodAbort}
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	m := proto.IDRequest{Method: MethodAbort}
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
 	if _, err := o.lock(); err != nil {
 		return nil, err
 	}
 	defer o.mu.Unlock()
-	r := o.res[m.id]
+	r := o.res[m.ID]
 	switch {
 	case r == nil:
-		return nil, o.goneErrLocked("reservation", m.id, p.ConnID())
+		return nil, o.goneErrLocked("reservation", m.ID, p.ConnID())
 	case r.conn != p.ConnID():
-		return nil, ownerErr(CodeRefused, "reservation %d belongs to another connection", m.id)
+		return nil, ownerErr(CodeRefused, "reservation %d belongs to another connection", m.ID)
 	}
 	o.dropReservationLocked(r)
-	rep := emptyReply{method: MethodAbort}
-	return rep.appendTo(resp), nil
+	rep := proto.EmptyReply{Method: MethodAbort}
+	return rep.Append(resp), nil
 }
 
 func (o *Owner) serveOpen(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := keyRequest{method: MethodOpen}
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	m := proto.KeyRequest{Method: MethodOpen}
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
-	if err := o.checkKey(m.key); err != nil {
+	if err := o.checkKey(m.Key); err != nil {
 		return nil, err
 	}
 	now, err := o.lock()
@@ -782,10 +773,10 @@ func (o *Owner) serveOpen(_ context.Context, p verbs.Peer, req, resp []byte) ([]
 		return nil, err
 	}
 	defer o.mu.Unlock()
-	obj := o.objects[string(m.key)]
+	obj := o.objects[string(m.Key)]
 	switch {
 	case obj == nil:
-		return nil, ownerErr(CodeNotFound, "no key %q", m.key)
+		return nil, ownerErr(CodeNotFound, "no key %q", m.Key)
 	case len(o.holds) >= o.cfg.MaxHolds:
 		return nil, ownerErr(CodeBusy, "%d holds outstanding", len(o.holds))
 	}
@@ -793,37 +784,37 @@ func (o *Owner) serveOpen(_ context.Context, p verbs.Peer, req, resp []byte) ([]
 	o.holds[h.id] = h
 	obj.holds++
 	o.noteExpiryLocked(h.expires)
-	rep := openReply{hold: h.id, version: obj.version, off: obj.ext.off, ttl: o.cfg.HoldTTL, manifest: obj.manifest}
-	return rep.appendTo(resp), nil
+	rep := proto.OpenReply{Hold: h.id, Version: obj.version, Off: obj.ext.off, TTL: o.cfg.HoldTTL, Manifest: obj.manifest}
+	return rep.Append(resp), nil
 }
 
 func (o *Owner) serveClose(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := idMessage{method: MethodClose}
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	m := proto.IDRequest{Method: MethodClose}
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
 	if _, err := o.lock(); err != nil {
 		return nil, err
 	}
 	defer o.mu.Unlock()
-	h := o.holds[m.id]
+	h := o.holds[m.ID]
 	switch {
 	case h == nil:
-		return nil, o.goneErrLocked("hold", m.id, p.ConnID())
+		return nil, o.goneErrLocked("hold", m.ID, p.ConnID())
 	case h.conn != p.ConnID():
-		return nil, ownerErr(CodeRefused, "hold %d belongs to another connection", m.id)
+		return nil, ownerErr(CodeRefused, "hold %d belongs to another connection", m.ID)
 	}
 	o.releaseHoldLocked(h)
-	rep := emptyReply{method: MethodClose}
-	return rep.appendTo(resp), nil
+	rep := proto.EmptyReply{Method: MethodClose}
+	return rep.Append(resp), nil
 }
 
 func (o *Owner) serveDelete(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := keyRequest{method: MethodDelete}
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	m := proto.KeyRequest{Method: MethodDelete}
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
-	if err := o.checkKey(m.key); err != nil {
+	if err := o.checkKey(m.Key); err != nil {
 		return nil, err
 	}
 	if o.cfg.Directory != nil {
@@ -833,10 +824,10 @@ func (o *Owner) serveDelete(_ context.Context, _ verbs.Peer, req, resp []byte) (
 	if _, err := o.lock(); err != nil {
 		return nil, err
 	}
-	obj := o.objects[string(m.key)]
+	obj := o.objects[string(m.Key)]
 	if obj == nil {
 		o.mu.Unlock()
-		return nil, ownerErr(CodeNotFound, "no key %q", m.key)
+		return nil, ownerErr(CodeNotFound, "no key %q", m.Key)
 	}
 	delete(o.objects, obj.key)
 	o.retireLocked(obj)
@@ -846,26 +837,26 @@ func (o *Owner) serveDelete(_ context.Context, _ verbs.Peer, req, resp []byte) (
 	if reg != nil {
 		o.withdraw(reg)
 	}
-	rep := versionReply{method: MethodDelete, version: obj.version}
-	return rep.appendTo(resp), nil
+	rep := proto.VersionReply{Method: MethodDelete, Version: obj.version}
+	return rep.Append(resp), nil
 }
 
 func (o *Owner) servePutInline(ctx context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
-	var m putInlineRequest
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	var m proto.PutInlineRequest
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
-	if err := o.checkKey(m.key); err != nil {
+	if err := o.checkKey(m.Key); err != nil {
 		return nil, err
 	}
-	man, err := o.decodeManifest(m.manifest)
+	man, err := o.decodeManifest(m.Manifest)
 	if err != nil {
 		return nil, err
 	}
 	payload := man.PayloadBytes
 	o.putManifest(man)
-	if payload != uint64(len(m.payload)) {
-		return nil, ownerErr(CodeRefused, "manifest payload of %d bytes, %d bytes sent", payload, len(m.payload))
+	if payload != uint64(len(m.Payload)) {
+		return nil, ownerErr(CodeRefused, "manifest payload of %d bytes, %d bytes sent", payload, len(m.Payload))
 	}
 	if _, err := o.lock(); err != nil {
 		return nil, err
@@ -881,9 +872,9 @@ func (o *Owner) servePutInline(ctx context.Context, _ verbs.Peer, req, resp []by
 		return nil, ownerErr(CodeNoSpace, "%d bytes wanted, largest free extent %d", ns.Want, ns.Largest)
 	}
 	// The space is pending (invisible): fill it without the lock.
-	copy(o.region.Bytes()[ext.off:ext.off+payload], m.payload)
+	copy(o.region.Bytes()[ext.off:ext.off+payload], m.Payload)
 	c := claim{ext: ext, payload: payload}
-	v, err := o.install(ctx, string(m.key), &c, m.manifest)
+	v, err := o.install(ctx, string(m.Key), &c, m.Manifest)
 	if err != nil {
 		o.mu.Lock()
 		if !o.closed { // Close has freed everything already
@@ -893,51 +884,51 @@ func (o *Owner) servePutInline(ctx context.Context, _ verbs.Peer, req, resp []by
 		o.mu.Unlock()
 		return nil, err
 	}
-	rep := versionReply{method: MethodPutInline, version: v}
-	return rep.appendTo(resp), nil
+	rep := proto.VersionReply{Method: MethodPutInline, Version: v}
+	return rep.Append(resp), nil
 }
 
 func (o *Owner) serveGetInline(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
-	var m getInlineRequest
-	if err := m.decodeFrom(req, &o.wlim); err != nil {
+	var m proto.GetInlineRequest
+	if err := m.Decode(req, &o.wlim); err != nil {
 		return nil, refused(err)
 	}
-	if err := o.checkKey(m.key); err != nil {
+	if err := o.checkKey(m.Key); err != nil {
 		return nil, err
 	}
 	if _, err := o.lock(); err != nil {
 		return nil, err
 	}
-	obj := o.objects[string(m.key)]
+	obj := o.objects[string(m.Key)]
 	if obj == nil {
 		o.mu.Unlock()
-		return nil, ownerErr(CodeNotFound, "no key %q", m.key)
+		return nil, ownerErr(CodeNotFound, "no key %q", m.Key)
 	}
 	var total uint64
-	for i, r := range m.ranges {
-		if r.off > obj.payload || r.len > obj.payload-r.off {
+	for i, r := range m.Ranges {
+		if r.Off > obj.payload || r.Len > obj.payload-r.Off {
 			o.mu.Unlock()
-			return nil, ownerErr(CodeRefused, "range %d [%d,+%d) outside the payload of %d bytes", i, r.off, r.len, obj.payload)
+			return nil, ownerErr(CodeRefused, "range %d [%d,+%d) outside the payload of %d bytes", i, r.Off, r.Len, obj.payload)
 		}
-		total += r.len
+		total += r.Len
 	}
-	if len(m.ranges) == 0 {
-		if total = obj.payload; total > o.wlim.inline {
+	if len(m.Ranges) == 0 {
+		if total = obj.payload; total > o.wlim.Inline {
 			o.mu.Unlock()
-			return nil, ownerErr(CodeRefused, "payload of %d bytes above the inline limit of %d", total, o.wlim.inline)
+			return nil, ownerErr(CodeRefused, "payload of %d bytes above the inline limit of %d", total, o.wlim.Inline)
 		}
 	}
 	// A hold without an id, for this call: the object's space stays
 	// intact while its bytes are copied without the lock.
 	obj.holds++
 	o.mu.Unlock()
-	resp = appendGetInlineHead(resp, obj.version, obj.manifest, total)
+	resp = proto.AppendGetInlineHead(resp, obj.version, obj.manifest, total)
 	mem := o.region.Bytes()[obj.ext.off:]
-	if len(m.ranges) == 0 {
+	if len(m.Ranges) == 0 {
 		resp = append(resp, mem[:obj.payload]...)
 	}
-	for _, r := range m.ranges {
-		resp = append(resp, mem[r.off:r.off+r.len]...)
+	for _, r := range m.Ranges {
+		resp = append(resp, mem[r.Off:r.Off+r.Len]...)
 	}
 	o.mu.Lock()
 	if !o.closed {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/planfmt"
+	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
 	"github.com/scatterkit/scatterkit/verbs/shm"
@@ -116,7 +117,7 @@ type testClient struct {
 	objs  verbs.RegionInfo
 	local *verbs.Region
 	eng   *verbs.Engine
-	lim   wireLimits
+	lim   proto.Limits
 }
 
 const clientLocalBytes = 1 << 20
@@ -125,7 +126,7 @@ func newTestClient(t testing.TB, b backend, addr string) *testClient {
 	t.Helper()
 	tr := b.new()
 	t.Cleanup(func() { require.NoError(t, tr.Close()) })
-	c := &testClient{t: t, ctx: testContext(t), lim: wireLimits{manifest: MaxManifestBytes, inline: MaxInlineLimit}}
+	c := &testClient{t: t, ctx: testContext(t), lim: proto.Limits{Manifest: MaxManifestBytes, Inline: MaxInlineLimit}}
 	var err error
 	c.local, err = tr.Alloc(clientLocalBytes, verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
 	require.NoError(t, err)
@@ -147,64 +148,64 @@ func (c *testClient) call(method uint16, req []byte) ([]byte, error) {
 }
 
 // do calls method with req and decodes the reply into rep.
-func (c *testClient) do(method uint16, req, rep wireMessage) error {
-	resp, err := c.call(method, req.appendTo(nil))
+func (c *testClient) do(method uint16, req, rep proto.Message) error {
+	resp, err := c.call(method, req.Append(nil))
 	if err != nil {
 		return err
 	}
-	if err := rep.decodeFrom(resp, &c.lim); err != nil {
+	if err := rep.Decode(resp, &c.lim); err != nil {
 		return fmt.Errorf("reply of %#x: %w", method, err)
 	}
 	return nil
 }
 
-func (c *testClient) info() infoReply {
-	var rep infoReply
-	require.NoError(c.t, c.do(MethodInfo, &emptyRequest{method: MethodInfo}, &rep))
+func (c *testClient) info() proto.InfoReply {
+	var rep proto.InfoReply
+	require.NoError(c.t, c.do(MethodInfo, &proto.EmptyRequest{Method: MethodInfo}, &rep))
 	return rep
 }
 
-func (c *testClient) reserve(size uint64) (reserveReply, error) {
-	var rep reserveReply
-	err := c.do(MethodReserve, &reserveRequest{size: size}, &rep)
+func (c *testClient) reserve(size uint64) (proto.ReserveReply, error) {
+	var rep proto.ReserveReply
+	err := c.do(MethodReserve, &proto.ReserveRequest{Size: size}, &rep)
 	return rep, err
 }
 
 func (c *testClient) commit(id uint64, key string, manifest []byte) (uint64, error) {
-	rep := versionReply{method: MethodCommit}
-	err := c.do(MethodCommit, &commitRequest{id: id, key: []byte(key), manifest: manifest}, &rep)
-	return rep.version, err
+	rep := proto.VersionReply{Method: MethodCommit}
+	err := c.do(MethodCommit, &proto.CommitRequest{ID: id, Key: []byte(key), Manifest: manifest}, &rep)
+	return rep.Version, err
 }
 
 func (c *testClient) abort(id uint64) error {
-	return c.do(MethodAbort, &idMessage{method: MethodAbort, id: id}, &emptyReply{method: MethodAbort})
+	return c.do(MethodAbort, &proto.IDRequest{Method: MethodAbort, ID: id}, &proto.EmptyReply{Method: MethodAbort})
 }
 
-func (c *testClient) open(key string) (openReply, error) {
-	var rep openReply
-	err := c.do(MethodOpen, &keyRequest{method: MethodOpen, key: []byte(key)}, &rep)
+func (c *testClient) open(key string) (proto.OpenReply, error) {
+	var rep proto.OpenReply
+	err := c.do(MethodOpen, &proto.KeyRequest{Method: MethodOpen, Key: []byte(key)}, &rep)
 	return rep, err
 }
 
 func (c *testClient) closeHold(id uint64) error {
-	return c.do(MethodClose, &idMessage{method: MethodClose, id: id}, &emptyReply{method: MethodClose})
+	return c.do(MethodClose, &proto.IDRequest{Method: MethodClose, ID: id}, &proto.EmptyReply{Method: MethodClose})
 }
 
 func (c *testClient) del(key string) (uint64, error) {
-	rep := versionReply{method: MethodDelete}
-	err := c.do(MethodDelete, &keyRequest{method: MethodDelete, key: []byte(key)}, &rep)
-	return rep.version, err
+	rep := proto.VersionReply{Method: MethodDelete}
+	err := c.do(MethodDelete, &proto.KeyRequest{Method: MethodDelete, Key: []byte(key)}, &rep)
+	return rep.Version, err
 }
 
 func (c *testClient) putInline(key string, manifest, payload []byte) (uint64, error) {
-	rep := versionReply{method: MethodPutInline}
-	err := c.do(MethodPutInline, &putInlineRequest{key: []byte(key), manifest: manifest, payload: payload}, &rep)
-	return rep.version, err
+	rep := proto.VersionReply{Method: MethodPutInline}
+	err := c.do(MethodPutInline, &proto.PutInlineRequest{Key: []byte(key), Manifest: manifest, Payload: payload}, &rep)
+	return rep.Version, err
 }
 
-func (c *testClient) getInline(key string, ranges ...byteRange) (getInlineReply, error) {
-	var rep getInlineReply
-	err := c.do(MethodGetInline, &getInlineRequest{key: []byte(key), ranges: ranges}, &rep)
+func (c *testClient) getInline(key string, ranges ...proto.ByteRange) (proto.GetInlineReply, error) {
+	var rep proto.GetInlineReply
+	err := c.do(MethodGetInline, &proto.GetInlineRequest{Key: []byte(key), Ranges: ranges}, &rep)
 	return rep, err
 }
 
@@ -239,8 +240,8 @@ func (c *testClient) put(key string, payload []byte) uint64 {
 	c.t.Helper()
 	r, err := c.reserve(uint64(len(payload)))
 	require.NoError(c.t, err)
-	c.write(r.off, payload)
-	v, err := c.commit(r.id, key, bytesManifest(c.t, uint64(len(payload)), ""))
+	c.write(r.Off, payload)
+	v, err := c.commit(r.ID, key, bytesManifest(c.t, uint64(len(payload)), ""))
 	require.NoError(c.t, err)
 	return v
 }
@@ -251,10 +252,10 @@ func (c *testClient) get(key string) (uint64, *Manifest, []byte) {
 	o, err := c.open(key)
 	require.NoError(c.t, err)
 	var m Manifest
-	require.NoError(c.t, DecodeManifest(&m, o.manifest, Limits{}))
-	data := c.read(o.off, m.PayloadBytes)
-	require.NoError(c.t, c.closeHold(o.hold))
-	return o.version, &m, data
+	require.NoError(c.t, DecodeManifest(&m, o.Manifest, Limits{}))
+	data := c.read(o.Off, m.PayloadBytes)
+	require.NoError(c.t, c.closeHold(o.Hold))
+	return o.Version, &m, data
 }
 
 // bytesManifest encodes a manifest of one bytes member over a payload of
@@ -312,27 +313,27 @@ func TestOwnerRoundTrip(t *testing.T) {
 		c := newTestClient(t, b, o.Addr())
 
 		in := c.info()
-		require.Equal(t, infoReply{arena: 1<<20 + Align, maxInline: DefaultMaxInline, reserveTTL: DefaultReserveTTL,
-			holdTTL: DefaultHoldTTL, limits: Limits{MaxBytes: MaxManifestBytes}.withDefaults(), region: RegionName,
-			namespace: "rt"}, in)
-		require.Equal(t, in.arena, c.objs.Len)
+		require.Equal(t, proto.InfoReply{Arena: 1<<20 + Align, MaxInline: DefaultMaxInline, ReserveTTL: DefaultReserveTTL,
+			HoldTTL: DefaultHoldTTL, Limits: proto.ManifestLimits(Limits{MaxBytes: MaxManifestBytes}.withDefaults()), Region: RegionName,
+			Namespace: "rt"}, in)
+		require.Equal(t, in.Arena, c.objs.Len)
 
 		const n = 10_000
 		payload := fillPattern(make([]byte, n), r.Uint64())
 		res, err := c.reserve(2 * n)
 		require.NoError(t, err)
-		require.Equal(t, uint64(2*n+Align-(2*n)%Align), res.length)
-		require.Equal(t, DefaultReserveTTL, res.ttl)
+		require.Equal(t, uint64(2*n+Align-(2*n)%Align), res.Length)
+		require.Equal(t, DefaultReserveTTL, res.TTL)
 		s := o.Stats()
 		require.Equal(t, 1, s.Reservations)
-		require.Equal(t, res.length, s.PendingBytes)
+		require.Equal(t, res.Length, s.PendingBytes)
 		requireAccounted(t, s)
 		_, err = c.open("obj")
 		require.ErrorIs(t, err, ErrNotFound, "a reservation is invisible")
 
-		c.write(res.off, payload)
+		c.write(res.Off, payload)
 		man := bytesManifest(t, n, "first")
-		v, err := c.commit(res.id, "obj", man)
+		v, err := c.commit(res.ID, "obj", man)
 		require.NoError(t, err)
 		require.Equal(t, uint64(1), v)
 		s = o.Stats()
@@ -344,21 +345,21 @@ func TestOwnerRoundTrip(t *testing.T) {
 
 		op, err := c.open("obj")
 		require.NoError(t, err)
-		require.Equal(t, v, op.version)
-		require.Equal(t, res.off, op.off)
-		require.Equal(t, DefaultHoldTTL, op.ttl)
-		require.Equal(t, man, op.manifest)
+		require.Equal(t, v, op.Version)
+		require.Equal(t, res.Off, op.Off)
+		require.Equal(t, DefaultHoldTTL, op.TTL)
+		require.Equal(t, man, op.Manifest)
 		require.Equal(t, 1, o.Stats().Holds)
-		require.Equal(t, payload, c.read(op.off, n))
-		require.NoError(t, c.closeHold(op.hold))
-		require.ErrorIs(t, c.closeHold(op.hold), ErrNotFound, "a hold closes once")
+		require.Equal(t, payload, c.read(op.Off, n))
+		require.NoError(t, c.closeHold(op.Hold))
+		require.ErrorIs(t, c.closeHold(op.Hold), ErrNotFound, "a hold closes once")
 		require.Zero(t, o.Stats().Holds)
 
 		// The empty object.
 		res, err = c.reserve(0)
 		require.NoError(t, err)
-		require.Zero(t, res.length)
-		v2, err := c.commit(res.id, "empty", bytesManifest(t, 0, ""))
+		require.Zero(t, res.Length)
+		v2, err := c.commit(res.ID, "empty", bytesManifest(t, 0, ""))
 		require.NoError(t, err)
 		require.Greater(t, v2, v)
 		_, m, data := c.get("empty")
@@ -368,9 +369,9 @@ func TestOwnerRoundTrip(t *testing.T) {
 		// Abort gives the space back.
 		res, err = c.reserve(4096)
 		require.NoError(t, err)
-		require.NoError(t, c.abort(res.id))
-		require.ErrorIs(t, c.abort(res.id), ErrNotFound)
-		_, err = c.commit(res.id, "obj", man)
+		require.NoError(t, c.abort(res.ID))
+		require.ErrorIs(t, c.abort(res.ID), ErrNotFound)
+		_, err = c.commit(res.ID, "obj", man)
 		require.ErrorIs(t, err, ErrNotFound)
 		s = o.Stats()
 		require.Zero(t, s.Reservations)
@@ -413,10 +414,10 @@ func TestOwnerReplaceWhileHeld(t *testing.T) {
 		require.NoError(t, err)
 		_, err = c.reserve(1)
 		require.ErrorIs(t, err, ErrNoSpace)
-		c.write(r3.off, fillPattern(make([]byte, n), r.Uint64()))
-		require.Equal(t, old, reader.read(h1.off, n), "the held version's bytes stay intact")
+		c.write(r3.Off, fillPattern(make([]byte, n), r.Uint64()))
+		require.Equal(t, old, reader.read(h1.Off, n), "the held version's bytes stay intact")
 
-		require.NoError(t, reader.closeHold(h1.hold))
+		require.NoError(t, reader.closeHold(h1.Hold))
 		s = o.Stats()
 		require.Zero(t, s.Retired)
 		require.Zero(t, s.RetiredBytes)
@@ -424,9 +425,9 @@ func TestOwnerReplaceWhileHeld(t *testing.T) {
 		requireAccounted(t, s)
 		r4, err := c.reserve(n)
 		require.NoError(t, err)
-		require.Equal(t, h1.off, r4.off, "the old version's space is reused")
-		require.NoError(t, c.abort(r3.id))
-		require.NoError(t, c.abort(r4.id))
+		require.Equal(t, h1.Off, r4.Off, "the old version's space is reused")
+		require.NoError(t, c.abort(r3.ID))
+		require.NoError(t, c.abort(r4.ID))
 	})
 }
 
@@ -451,9 +452,9 @@ func TestOwnerDeleteWhileHeld(t *testing.T) {
 		require.Zero(t, s.Objects)
 		require.Equal(t, 1, s.Retired)
 		requireAccounted(t, s)
-		require.Equal(t, payload, c.read(h.off, uint64(len(payload))), "held bytes stay until Close")
+		require.Equal(t, payload, c.read(h.Off, uint64(len(payload))), "held bytes stay until Close")
 
-		require.NoError(t, c.closeHold(h.hold))
+		require.NoError(t, c.closeHold(h.Hold))
 		s = o.Stats()
 		require.Zero(t, s.Retired)
 		require.Equal(t, s.ArenaBytes, s.FreeBytes)
@@ -500,7 +501,7 @@ func TestOwnerExpiry(t *testing.T) {
 
 		res, err := c.reserve(64 << 10)
 		require.NoError(t, err)
-		conn := reservationConn(t, o, res.id)
+		conn := reservationConn(t, o, res.ID)
 		_, err = c.reserve(1)
 		require.ErrorIs(t, err, ErrNoSpace)
 		clock.Advance(999 * time.Millisecond)
@@ -512,15 +513,15 @@ func TestOwnerExpiry(t *testing.T) {
 		require.Equal(t, uint64(1), s.Evictions, "the expired reservation's connection is evicted")
 		requireAccounted(t, s)
 		requireFreeSoon(t, o)
-		_, err = c.commit(res.id, "late", bytesManifest(t, 10, ""))
+		_, err = c.commit(res.ID, "late", bytesManifest(t, 10, ""))
 		require.ErrorIs(t, err, verbs.ErrClosed, "an evicted connection makes no more calls")
 		// A call of the evicted connection that was already running is
 		// told the reservation expired.
-		m := commitRequest{id: res.id, key: []byte("late"), manifest: bytesManifest(t, 10, "")}
-		_, err = o.serveCommit(testContext(t), connPeer{id: conn}, m.appendTo(nil), nil)
+		m := proto.CommitRequest{ID: res.ID, Key: []byte("late"), Manifest: bytesManifest(t, 10, "")}
+		_, err = o.serveCommit(testContext(t), connPeer{id: conn}, m.Append(nil), nil)
 		require.ErrorIs(t, err, ErrExpired)
-		am := idMessage{method: MethodAbort, id: res.id}
-		_, err = o.serveAbort(testContext(t), connPeer{id: conn}, am.appendTo(nil), nil)
+		am := proto.IDRequest{Method: MethodAbort, ID: res.ID}
+		_, err = o.serveAbort(testContext(t), connPeer{id: conn}, am.Append(nil), nil)
 		require.ErrorIs(t, err, ErrExpired)
 		c = newTestClient(t, b, o.Addr())
 		_, err = c.open("late")
@@ -531,7 +532,7 @@ func TestOwnerExpiry(t *testing.T) {
 		res, err = c.reserve(100)
 		require.NoError(t, err)
 		clock.Advance(2 * time.Second)
-		_, err = c.commit(res.id, "late", bytesManifest(t, 10, ""))
+		_, err = c.commit(res.ID, "late", bytesManifest(t, 10, ""))
 		require.ErrorIs(t, err, verbs.ErrClosed)
 		require.Equal(t, uint64(2), o.Stats().Evictions)
 		requireFreeSoon(t, o)
@@ -552,8 +553,8 @@ func TestOwnerExpiry(t *testing.T) {
 		require.Zero(t, s.Retired)
 		require.Equal(t, uint64(1), s.ExpiredHolds)
 		require.Equal(t, s.ArenaBytes, s.FreeBytes)
-		require.ErrorIs(t, c.closeHold(h.hold), ErrExpired)
-		require.ErrorIs(t, c.closeHold(h.hold+1000), ErrNotFound)
+		require.ErrorIs(t, c.closeHold(h.Hold), ErrExpired)
+		require.ErrorIs(t, c.closeHold(h.Hold+1000), ErrNotFound)
 		s = o.Stats()
 		require.Equal(t, uint64(2), s.Expired, "the Commit that found its reservation expired, the Close")
 		require.Equal(t, uint64(2), s.Evictions)
@@ -567,20 +568,20 @@ func TestOwnerOtherConnection(t *testing.T) {
 		other := newTestClient(t, b, o.Addr())
 		res, err := a.reserve(100)
 		require.NoError(t, err)
-		a.write(res.off, fillPattern(make([]byte, 100), 1))
+		a.write(res.Off, fillPattern(make([]byte, 100), 1))
 		before := ownerState(o.Stats())
-		_, err = other.commit(res.id, "k", bytesManifest(t, 100, ""))
+		_, err = other.commit(res.ID, "k", bytesManifest(t, 100, ""))
 		require.ErrorIs(t, err, ErrRefused)
-		require.ErrorIs(t, other.abort(res.id), ErrRefused)
+		require.ErrorIs(t, other.abort(res.ID), ErrRefused)
 		require.Equal(t, before, ownerState(o.Stats()))
-		_, err = a.commit(res.id, "k", bytesManifest(t, 100, ""))
+		_, err = a.commit(res.ID, "k", bytesManifest(t, 100, ""))
 		require.NoError(t, err)
 
 		h, err := a.open("k")
 		require.NoError(t, err)
-		require.ErrorIs(t, other.closeHold(h.hold), ErrRefused)
+		require.ErrorIs(t, other.closeHold(h.Hold), ErrRefused)
 		require.Equal(t, 1, o.Stats().Holds)
-		require.NoError(t, a.closeHold(h.hold))
+		require.NoError(t, a.closeHold(h.Hold))
 	})
 }
 
@@ -607,7 +608,7 @@ func TestOwnerRefusesBadCalls(t *testing.T) {
 		corrupt := bytesManifest(t, 100, "")
 		corrupt[len(corrupt)-1] ^= 1 // checksum mismatch
 		good := bytesManifest(t, 100, "")
-		raw := func(m wireMessage) []byte { return m.appendTo(nil) }
+		raw := func(m proto.Message) []byte { return m.Append(nil) }
 		cases := []struct {
 			name   string
 			method uint16
@@ -616,29 +617,29 @@ func TestOwnerRefusesBadCalls(t *testing.T) {
 		}{
 			{"garbage", MethodReserve, []byte("not a message"), ErrRefused},
 			{"empty", MethodCommit, nil, ErrRefused},
-			{"wrong kind", MethodReserve, raw(&idMessage{method: MethodAbort, id: 1}), ErrRefused},
-			{"truncated", MethodOpen, raw(&keyRequest{method: MethodOpen, key: []byte("ok")})[:17], ErrRefused},
-			{"trailing", MethodInfo, append(raw(&emptyRequest{method: MethodInfo}), 0), ErrRefused},
-			{"version", MethodReserve, func() []byte { b := raw(&reserveRequest{size: 1}); b[4] = 2; return b }(), ErrRefused},
-			{"reserve beyond the arena", MethodReserve, raw(&reserveRequest{size: 64<<10 + 1}), ErrNoSpace},
-			{"reserve 2^64-1", MethodReserve, raw(&reserveRequest{size: 1<<64 - 1}), ErrNoSpace},
-			{"key with a space", MethodCommit, raw(&commitRequest{id: res.id, key: []byte("a b"), manifest: good}), ErrRefused},
-			{"key starting with a dot", MethodOpen, raw(&keyRequest{method: MethodOpen, key: []byte("../x")}), ErrRefused},
-			{"key with an empty segment", MethodDelete, raw(&keyRequest{method: MethodDelete, key: []byte("a//b")}), ErrRefused},
-			{"key too long for the record name", MethodOpen, raw(&keyRequest{method: MethodOpen, key: bytes.Repeat([]byte("k"), 250)}), ErrRefused},
-			{"manifest over the byte limit", MethodCommit, raw(&commitRequest{id: res.id, key: []byte("x"), manifest: make([]byte, 1025)}), ErrRefused},
-			{"manifest over the member limit", MethodCommit, raw(&commitRequest{id: res.id, key: []byte("x"), manifest: bigManifest}), ErrRefused},
-			{"manifest corrupt", MethodCommit, raw(&commitRequest{id: res.id, key: []byte("x"), manifest: corrupt}), ErrRefused},
-			{"manifest beyond the reservation", MethodCommit, raw(&commitRequest{id: res.id, key: []byte("x"), manifest: bytesManifest(t, 1001, "")}), ErrRefused},
-			{"commit of no reservation", MethodCommit, raw(&commitRequest{id: res.id + 100, key: []byte("x"), manifest: good}), ErrNotFound},
-			{"inline payload over the limit", MethodPutInline, raw(&putInlineRequest{key: []byte("x"), manifest: bytesManifest(t, 4097, ""), payload: make([]byte, 4097)}), ErrRefused},
-			{"inline payload unlike the manifest", MethodPutInline, raw(&putInlineRequest{key: []byte("x"), manifest: good, payload: make([]byte, 99)}), ErrRefused},
-			{"inline get outside the payload", MethodGetInline, raw(&getInlineRequest{key: []byte("ok"), ranges: []byteRange{{2999, 2}}}), ErrRefused},
-			{"inline get far outside", MethodGetInline, raw(&getInlineRequest{key: []byte("ok"), ranges: []byteRange{{1 << 40, 1}}}), ErrRefused},
-			{"inline get over the limit", MethodGetInline, raw(&getInlineRequest{key: []byte("ok"), ranges: []byteRange{{0, 3000}, {0, 3000}}}), ErrRefused},
-			{"inline get of a missing key", MethodGetInline, raw(&getInlineRequest{key: []byte("nope")}), ErrNotFound},
-			{"close of no hold", MethodClose, raw(&idMessage{method: MethodClose, id: 12345}), ErrNotFound},
-			{"abort of no reservation", MethodAbort, raw(&idMessage{method: MethodAbort, id: 12345}), ErrNotFound},
+			{"wrong kind", MethodReserve, raw(&proto.IDRequest{Method: MethodAbort, ID: 1}), ErrRefused},
+			{"truncated", MethodOpen, raw(&proto.KeyRequest{Method: MethodOpen, Key: []byte("ok")})[:17], ErrRefused},
+			{"trailing", MethodInfo, append(raw(&proto.EmptyRequest{Method: MethodInfo}), 0), ErrRefused},
+			{"version", MethodReserve, func() []byte { b := raw(&proto.ReserveRequest{Size: 1}); b[4] = 2; return b }(), ErrRefused},
+			{"reserve beyond the arena", MethodReserve, raw(&proto.ReserveRequest{Size: 64<<10 + 1}), ErrNoSpace},
+			{"reserve 2^64-1", MethodReserve, raw(&proto.ReserveRequest{Size: 1<<64 - 1}), ErrNoSpace},
+			{"key with a space", MethodCommit, raw(&proto.CommitRequest{ID: res.ID, Key: []byte("a b"), Manifest: good}), ErrRefused},
+			{"key starting with a dot", MethodOpen, raw(&proto.KeyRequest{Method: MethodOpen, Key: []byte("../x")}), ErrRefused},
+			{"key with an empty segment", MethodDelete, raw(&proto.KeyRequest{Method: MethodDelete, Key: []byte("a//b")}), ErrRefused},
+			{"key too long for the record name", MethodOpen, raw(&proto.KeyRequest{Method: MethodOpen, Key: bytes.Repeat([]byte("k"), 250)}), ErrRefused},
+			{"manifest over the byte limit", MethodCommit, raw(&proto.CommitRequest{ID: res.ID, Key: []byte("x"), Manifest: make([]byte, 1025)}), ErrRefused},
+			{"manifest over the member limit", MethodCommit, raw(&proto.CommitRequest{ID: res.ID, Key: []byte("x"), Manifest: bigManifest}), ErrRefused},
+			{"manifest corrupt", MethodCommit, raw(&proto.CommitRequest{ID: res.ID, Key: []byte("x"), Manifest: corrupt}), ErrRefused},
+			{"manifest beyond the reservation", MethodCommit, raw(&proto.CommitRequest{ID: res.ID, Key: []byte("x"), Manifest: bytesManifest(t, 1001, "")}), ErrRefused},
+			{"commit of no reservation", MethodCommit, raw(&proto.CommitRequest{ID: res.ID + 100, Key: []byte("x"), Manifest: good}), ErrNotFound},
+			{"inline payload over the limit", MethodPutInline, raw(&proto.PutInlineRequest{Key: []byte("x"), Manifest: bytesManifest(t, 4097, ""), Payload: make([]byte, 4097)}), ErrRefused},
+			{"inline payload unlike the manifest", MethodPutInline, raw(&proto.PutInlineRequest{Key: []byte("x"), Manifest: good, Payload: make([]byte, 99)}), ErrRefused},
+			{"inline get outside the payload", MethodGetInline, raw(&proto.GetInlineRequest{Key: []byte("ok"), Ranges: []proto.ByteRange{{Off: 2999, Len: 2}}}), ErrRefused},
+			{"inline get far outside", MethodGetInline, raw(&proto.GetInlineRequest{Key: []byte("ok"), Ranges: []proto.ByteRange{{Off: 1 << 40, Len: 1}}}), ErrRefused},
+			{"inline get over the limit", MethodGetInline, raw(&proto.GetInlineRequest{Key: []byte("ok"), Ranges: []proto.ByteRange{{Off: 0, Len: 3000}, {Off: 0, Len: 3000}}}), ErrRefused},
+			{"inline get of a missing key", MethodGetInline, raw(&proto.GetInlineRequest{Key: []byte("nope")}), ErrNotFound},
+			{"close of no hold", MethodClose, raw(&proto.IDRequest{Method: MethodClose, ID: 12345}), ErrNotFound},
+			{"abort of no reservation", MethodAbort, raw(&proto.IDRequest{Method: MethodAbort, ID: 12345}), ErrNotFound},
 		}
 		for _, cs := range cases {
 			before := ownerState(o.Stats())
@@ -652,7 +653,7 @@ func TestOwnerRefusesBadCalls(t *testing.T) {
 		// What was there is intact: the object and the reservation.
 		_, _, data := c.get("ok")
 		require.Equal(t, payload, data)
-		_, err = c.commit(res.id, "x", bytesManifest(t, 1000, ""))
+		_, err = c.commit(res.ID, "x", bytesManifest(t, 1000, ""))
 		require.NoError(t, err)
 		s := o.Stats()
 		require.Equal(t, uint64(len(cases)), s.Refused+s.NoSpace+s.NotFound)
@@ -665,7 +666,7 @@ func TestOwnerInline(t *testing.T) {
 		r := newRand(t)
 		o := newTestOwner(t, b, OwnerConfig{GatherStagingBytes: 1 << 20, Calibration: &testCalibration})
 		c := newTestClient(t, b, o.Addr())
-		require.True(t, c.info().gather)
+		require.True(t, c.info().Gather)
 
 		payload := fillPattern(make([]byte, 50_000), r.Uint64())
 		man := bytesManifest(t, uint64(len(payload)), "inline")
@@ -678,13 +679,13 @@ func TestOwnerInline(t *testing.T) {
 
 		g, err := c.getInline("in/line")
 		require.NoError(t, err)
-		require.Equal(t, v1, g.version)
-		require.Equal(t, man, g.manifest)
-		require.Equal(t, payload, g.data)
-		g, err = c.getInline("in/line", byteRange{10, 5}, byteRange{49_990, 10}, byteRange{0, 1})
+		require.Equal(t, v1, g.Version)
+		require.Equal(t, man, g.Manifest)
+		require.Equal(t, payload, g.Data)
+		g, err = c.getInline("in/line", proto.ByteRange{Off: 10, Len: 5}, proto.ByteRange{Off: 49_990, Len: 10}, proto.ByteRange{Off: 0, Len: 1})
 		require.NoError(t, err)
 		want := append(append(bytes.Clone(payload[10:15]), payload[49_990:]...), payload[0])
-		require.Equal(t, want, g.data)
+		require.Equal(t, want, g.Data)
 		require.Zero(t, o.Stats().Holds, "GetInline's hold ends with the call")
 
 		// The same index: Open and READ an inline PUT, GetInline a committed one.
@@ -693,10 +694,10 @@ func TestOwnerInline(t *testing.T) {
 		require.Equal(t, payload, data)
 		other := fillPattern(make([]byte, 777), r.Uint64())
 		v2 := c.put("in/line", other)
-		g, err = c.getInline("in/line", byteRange{700, 77})
+		g, err = c.getInline("in/line", proto.ByteRange{Off: 700, Len: 77})
 		require.NoError(t, err)
-		require.Equal(t, v2, g.version)
-		require.Equal(t, other[700:], g.data)
+		require.Equal(t, v2, g.Version)
+		require.Equal(t, other[700:], g.Data)
 		s = o.Stats()
 		require.Zero(t, s.Retired)
 		requireAccounted(t, s)
@@ -708,7 +709,7 @@ func TestOwnerInlineOff(t *testing.T) {
 	b := backends[0]
 	o := newTestOwner(t, b, OwnerConfig{MaxInline: -1})
 	c := newTestClient(t, b, o.Addr())
-	require.Zero(t, c.info().maxInline)
+	require.Zero(t, c.info().MaxInline)
 	_, err := c.putInline("k", bytesManifest(t, 1, ""), []byte("x"))
 	require.ErrorIs(t, err, verbs.ErrNotSupported)
 	_, err = c.getInline("k")
@@ -755,11 +756,11 @@ func TestOwnerDirectory(t *testing.T) {
 		res, err := c.reserve(5)
 		require.NoError(t, err)
 		before := ownerState(o.Stats())
-		_, err = c.commit(res.id, "taken", bytesManifest(t, 5, ""))
+		_, err = c.commit(res.ID, "taken", bytesManifest(t, 5, ""))
 		require.ErrorIs(t, err, ErrRefused)
 		require.Equal(t, before, ownerState(o.Stats()))
 		require.NoError(t, reg.Close())
-		_, err = c.commit(res.id, "taken", bytesManifest(t, 5, ""))
+		_, err = c.commit(res.ID, "taken", bytesManifest(t, 5, ""))
 		require.NoError(t, err, "the reservation survived the refusal")
 
 		require.NoError(t, o.Close())
@@ -883,10 +884,10 @@ func concurrentWorker(c *testClient, rr *rand.Rand, reads *atomic.Int64) error {
 				return fmt.Errorf("reserve: %w", err)
 			}
 			copy(c.local.Bytes(), p)
-			if err := c.transfer(verbs.OpWrite, res.off, uint64(n)); err != nil {
+			if err := c.transfer(verbs.OpWrite, res.Off, uint64(n)); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
-			if _, err := c.commit(res.id, key, mb); err != nil {
+			if _, err := c.commit(res.ID, key, mb); err != nil {
 				return fmt.Errorf("commit: %w", err)
 			}
 		case 2:
@@ -902,10 +903,10 @@ func concurrentWorker(c *testClient, rr *rand.Rand, reads *atomic.Int64) error {
 				} else if err != nil {
 					return fmt.Errorf("get inline: %w", err)
 				}
-				if err := DecodeManifest(&man, g.manifest, Limits{}); err != nil {
+				if err := DecodeManifest(&man, g.Manifest, Limits{}); err != nil {
 					return err
 				}
-				data = g.data
+				data = g.Data
 			} else {
 				h, err := c.open(key)
 				if errors.Is(err, ErrNotFound) {
@@ -913,14 +914,14 @@ func concurrentWorker(c *testClient, rr *rand.Rand, reads *atomic.Int64) error {
 				} else if err != nil {
 					return fmt.Errorf("open: %w", err)
 				}
-				if err := DecodeManifest(&man, h.manifest, Limits{}); err != nil {
+				if err := DecodeManifest(&man, h.Manifest, Limits{}); err != nil {
 					return err
 				}
-				if err := c.transfer(verbs.OpRead, h.off, man.PayloadBytes); err != nil {
+				if err := c.transfer(verbs.OpRead, h.Off, man.PayloadBytes); err != nil {
 					return fmt.Errorf("read: %w", err)
 				}
 				data = c.local.Bytes()[:man.PayloadBytes]
-				if err := c.closeHold(h.hold); err != nil {
+				if err := c.closeHold(h.Hold); err != nil {
 					return fmt.Errorf("close: %w", err)
 				}
 			}
@@ -956,8 +957,8 @@ func TestOwnerKillChild(t *testing.T) {
 	const n = 256 << 10
 	res, err := c.reserve(n)
 	require.NoError(t, err)
-	c.write(res.off, fillPattern(make([]byte, n/2), 99))
-	fmt.Printf("reserved %d %d\n", res.id, res.off)
+	c.write(res.Off, fillPattern(make([]byte, n/2), 99))
+	fmt.Printf("reserved %d %d\n", res.ID, res.Off)
 	time.Sleep(30 * time.Second) // killed long before
 	t.Fatal("not killed")
 }
@@ -1014,8 +1015,8 @@ func TestOwnerKilledClient(t *testing.T) {
 		requireAccounted(t, s)
 		r, err := c.reserve(256 << 10)
 		require.NoError(t, err)
-		require.Equal(t, off, r.off, "the killed client's space is reused")
-		require.NoError(t, c.abort(r.id))
+		require.Equal(t, off, r.Off, "the killed client's space is reused")
+		require.NoError(t, c.abort(r.ID))
 	})
 }
 
@@ -1033,7 +1034,7 @@ func BenchmarkOwnerOpenClose(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := c.closeHold(h.hold); err != nil {
+				if err := c.closeHold(h.Hold); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -1058,10 +1059,10 @@ func BenchmarkOwnerPut(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := c.transfer(verbs.OpWrite, res.off, n); err != nil {
+				if err := c.transfer(verbs.OpWrite, res.Off, n); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := c.commit(res.id, "k", man); err != nil {
+				if _, err := c.commit(res.ID, "k", man); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -6,6 +6,9 @@ import "context"
 // serves segments of exported regions to peers and connects to peers'
 // segments. All methods are safe for concurrent use.
 type Transport interface {
+	// Name is the backend's name, "shm" or "tcp": the name discovery
+	// records, reports and verbs/transports.New use for it.
+	Name() string
 	// Register makes caller-owned memory usable in work requests with the
 	// given access. The caller keeps owning buf: it must stay valid until
 	// Deregister. Some backends cannot share such memory with peers (shm

@@ -20,6 +20,9 @@ var errPlatform = fmt.Errorf("shm: needs linux: %w", verbs.ErrNotSupported)
 // New returns a transport whose methods fail with ErrNotSupported.
 func New(Config) *Transport { return &Transport{} }
 
+// Name implements verbs.Transport: "shm".
+func (*Transport) Name() string { return "shm" }
+
 // Register fails with ErrNotSupported.
 func (*Transport) Register([]byte, verbs.Access) (*verbs.Region, error) { return nil, errPlatform }
 

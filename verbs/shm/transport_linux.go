@@ -28,6 +28,9 @@ func New(cfg Config) *Transport {
 	return &Transport{cfg: cfg.withDefaults(), reg: regtab.NewRegistry()}
 }
 
+// Name implements verbs.Transport: "shm".
+func (*Transport) Name() string { return "shm" }
+
 // Register registers caller-owned memory. Such a region can be the local
 // side of work requests only: exporting or exposing it fails with
 // ErrNotSupported, because a peer cannot map it (use Alloc).

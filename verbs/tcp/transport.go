@@ -68,6 +68,9 @@ func New(cfg Config) *Transport {
 	return &Transport{cfg: cfg.withDefaults(), reg: regtab.NewRegistry()}
 }
 
+// Name implements verbs.Transport: "tcp".
+func (*Transport) Name() string { return "tcp" }
+
 // Register registers caller-owned memory. Over TCP any registered region
 // may be exported or exposed.
 func (t *Transport) Register(buf []byte, access verbs.Access) (*verbs.Region, error) {

@@ -1,17 +1,17 @@
-package structobj
+package proto
 
 import (
 	"bytes"
-	"errors"
 	"testing"
-
-	"github.com/scatterkit/scatterkit/verbs"
 )
+
+// numMethods is the number of control methods.
+const numMethods = int(MethodGetInline-MethodInfo) + 1
 
 // seedMessages adds every sample message to f's corpus.
 func seedMessages(f *testing.F, reply bool) {
 	for _, m := range sampleMessages() {
-		b := m.appendTo(nil)
+		b := m.Append(nil)
 		if (b[5]&replyBit != 0) == reply {
 			f.Add(b)
 		}
@@ -30,13 +30,13 @@ func fuzzDecode(t *testing.T, b []byte, reply bool) {
 			kind |= replyBit
 		}
 		m := newMessage(kind)
-		if err := m.decodeFrom(b, &testWireLimits); err != nil {
+		if err := m.Decode(b, &testWireLimits); err != nil {
 			continue
 		}
 		if len(b) < headerSize || b[5] != kind {
 			t.Fatalf("kind %#x accepted a message of kind %#x", kind, b[5])
 		}
-		if out := m.appendTo(nil); !bytes.Equal(out, b) {
+		if out := m.Append(nil); !bytes.Equal(out, b) {
 			t.Fatalf("kind %#x: re-encoding differs:\n in %x\nout %x", kind, b, out)
 		}
 	}
@@ -50,26 +50,4 @@ func FuzzDecodeRequest(f *testing.F) {
 func FuzzDecodeReply(f *testing.F) {
 	seedMessages(f, true)
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, b, true) })
-}
-
-func FuzzDecodeCallError(f *testing.F) {
-	for _, s := range []string{"structobj notfound: no key \"a\"", "structobj busy: x", "structobj : x", "verbs: gather refused: x", ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, msg string) {
-		err := decodeCallError(&verbs.CallError{Method: MethodOpen, Status: verbs.StatusHandler, Message: msg})
-		oe, ok := err.(*OwnerError)
-		if !ok {
-			return
-		}
-		if oe.Error() != msg {
-			t.Fatalf("text %q parsed as %q", msg, oe.Error())
-		}
-		if s := oe.Code.sentinel(); s != nil && !errors.Is(err, s) {
-			t.Fatalf("%q does not match %v", msg, s)
-		}
-		if !errors.Is(err, verbs.ErrHandler) {
-			t.Fatalf("%q does not match verbs.ErrHandler", msg)
-		}
-	})
 }
