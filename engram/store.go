@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 	"github.com/scatterkit/scatterkit/engram/internal/remote"
 	"github.com/scatterkit/scatterkit/engram/snapshot"
@@ -77,13 +79,13 @@ type RemoteConfig struct {
 	// hands out, into which the owner writes lookup rows (default 64 MiB).
 	BufferBytes int64
 	// Engine runs the scatter operations; nil makes one for the store.
-	Engine *verbs.Engine
+	Engine *engine.Engine
 	// Connect tunes the connection (lanes, queue depth, link parameters).
 	Connect verbs.ConnectOptions
 	// Mode forces the transfer mode of every lookup's operations (for
-	// comparisons); the zero value, verbs.ModeAuto, lets the engine's cost
+	// comparisons); the zero value, engine.ModeAuto, lets the engine's cost
 	// model decide.
-	Mode verbs.Mode
+	Mode engine.Mode
 }
 
 // Store is an Engram store: a namespace of immutable byte tables, local

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/verbs"
 )
@@ -66,7 +68,7 @@ type Link struct {
 	// transport with AccessLocal; LocalBase is where the running rank's
 	// layout offsets start inside it. For a Pull to be gathered, Local
 	// must also be exposed on Conn with AccessRemoteWrite (see
-	// verbs.ScatterOp); otherwise its pairs run direct.
+	// engine.ScatterOp); otherwise its pairs run direct.
 	Local     *verbs.Region
 	LocalBase uint64
 }
@@ -86,7 +88,7 @@ type Options struct {
 	// has both may be split (hybrid: large spans direct, small ones
 	// gathered), so a reshard is hybrid by construction. The other modes
 	// force one mode on every pair.
-	Mode verbs.Mode
+	Mode engine.Mode
 	// MaxFragments bounds the fragments of one pair, the ranges of its
 	// lowered plan (default DefaultMaxFragments); a pair with more fails
 	// Start with a *LimitError.
@@ -108,7 +110,7 @@ const (
 	// PhaseSubmit: the engine rejected the pair's operation. The pairs
 	// submitted before it were cancelled and waited for.
 	PhaseSubmit
-	// PhaseTransfer: the pair's operation failed (a *verbs.OpError).
+	// PhaseTransfer: the pair's operation failed (a *engine.OpError).
 	PhaseTransfer
 )
 
@@ -124,7 +126,7 @@ func (p Phase) String() string {
 
 // PairError is the failure of one pair of a reshard. Err is the cause: a
 // *LayoutError or *LimitError (PhaseCheck), the LinkFunc's error or a
-// *verbs.InvalidOpError (PhaseLink), the engine's error (PhaseSubmit,
+// *engine.InvalidOpError (PhaseLink), the engine's error (PhaseSubmit,
 // PhaseTransfer), so errors.Is sees both this package's and verbs'
 // sentinels through it.
 type PairError struct {
@@ -144,7 +146,7 @@ func (e *PairError) Unwrap() error { return e.Err }
 // PairResult is the outcome of one pair's scatter operation.
 type PairResult struct {
 	Src, Dst int
-	Result   verbs.Result
+	Result   engine.Result
 }
 
 // Result is the outcome of a Run.
@@ -205,12 +207,12 @@ type execPair struct {
 	dstLo    int64
 	dstHi    int64
 	link     Link
-	op       verbs.ScatterOp
-	oper     *verbs.Operation
+	op       engine.ScatterOp
+	oper     *engine.Operation
 }
 
 // submitOp is Engine.Submit; tests replace it to fail a submission.
-var submitOp = (*verbs.Engine).Submit
+var submitOp = (*engine.Engine).Submit
 
 // Running returns the indices (into p.Pairs) of the pairs that rank runs
 // in direction dir: those whose Dst is rank for Pull, whose Src is rank
@@ -269,7 +271,7 @@ func (p *Plan) Running(rank int, dir Dir) []int {
 // returns the rejection (PhaseSubmit) with no Run. The lowered plans live
 // in the Run until Wait has seen every operation complete; their storage
 // then goes back to a pool that later Starts lower into.
-func Start(ctx context.Context, e *verbs.Engine, p *Plan, dir Dir, local []int, links LinkFunc, opt Options) (*Run, error) {
+func Start(ctx context.Context, e *engine.Engine, p *Plan, dir Dir, local []int, links LinkFunc, opt Options) (*Run, error) {
 	t0 := time.Now()
 	if err := checkStart(e, p, dir, links, opt); err != nil {
 		return nil, err
@@ -531,9 +533,9 @@ func (r *Run) prepare(p *Plan, own []int, peers int, maxFrags, work int64) (chec
 }
 
 // checkStart checks Start's arguments other than the ranks and pairs.
-func checkStart(e *verbs.Engine, p *Plan, dir Dir, links LinkFunc, opt Options) error {
+func checkStart(e *engine.Engine, p *Plan, dir Dir, links LinkFunc, opt Options) error {
 	bad := func(field, reason string) error {
-		return fmt.Errorf("reshard: start: %w", &verbs.InvalidOpError{Field: field, Reason: reason})
+		return fmt.Errorf("reshard: start: %w", &engine.InvalidOpError{Field: field, Reason: reason})
 	}
 	switch {
 	case e == nil:
@@ -542,7 +544,7 @@ func checkStart(e *verbs.Engine, p *Plan, dir Dir, links LinkFunc, opt Options) 
 		return bad("dir", fmt.Sprintf("%v is neither Pull nor Push", dir))
 	case links == nil:
 		return bad("links", "nil")
-	case opt.Mode > verbs.ModeHybrid:
+	case opt.Mode > engine.ModeHybrid:
 		return bad("Options.Mode", opt.Mode.String())
 	case p == nil:
 		return &LayoutError{Kind: ErrLayout, Rank: -1, Piece: -1, Reason: "nil plan"}
@@ -636,7 +638,9 @@ func measurePair(pr *Pair, x *execPair, maxFrags int64) error {
 // checkLink checks what Submit would reject about a Link, so that no
 // pair is submitted when another's link is unusable.
 func checkLink(l *Link, dir Dir) error {
-	bad := func(field, reason string) error { return &verbs.InvalidOpError{Field: "Link." + field, Reason: reason} }
+	bad := func(field, reason string) error {
+		return &engine.InvalidOpError{Field: "Link." + field, Reason: reason}
+	}
 	need := verbs.AccessRemoteRead
 	if dir == Push {
 		need = verbs.AccessRemoteWrite
@@ -1035,7 +1039,7 @@ func sortByDst(a, tmp []planfmt.Range) {
 }
 
 // Wait waits for every operation of the run and returns the result. If
-// any pair failed, the result (every pair's verbs.Result, which for a
+// any pair failed, the result (every pair's engine.Result, which for a
 // failed pair describes what was planned) comes with an error: the
 // pair's *PairError at PhaseTransfer wrapping the verbs error, or, when
 // several pairs failed, their errors joined. The destination bytes of a
@@ -1076,7 +1080,7 @@ func (r *Run) wait() {
 	// Drop what pins the caller's memory and connections.
 	r.release()
 	for k := range r.pairs {
-		r.pairs[k].link, r.pairs[k].op = Link{}, verbs.ScatterOp{}
+		r.pairs[k].link, r.pairs[k].op = Link{}, engine.ScatterOp{}
 	}
 	r.res = res
 	switch len(errs) {

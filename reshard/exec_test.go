@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/gather"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/planfmt"
@@ -533,10 +537,10 @@ type exProc struct {
 	tr     verbs.Transport
 	region *verbs.Region
 	seg    verbs.Segment
-	ownStg *verbs.Staging
-	svc    *verbs.GatherService
-	reqStg *verbs.Staging // requester staging for WRITE gather (tcp)
-	eng    *verbs.Engine
+	ownStg *staging.Staging
+	svc    *gather.Service
+	reqStg *staging.Staging // requester staging for WRITE gather (tcp)
+	eng    *engine.Engine
 }
 
 // exWorld is a set of source and destination ranks with connections from
@@ -568,21 +572,21 @@ func exNewProc(t testing.TB, be exBackend, layoutBytes int64, cleanup *[]func() 
 	*cleanup = append(*cleanup, pc.seg.Close)
 	// Commands of up to 512 KiB of staging: three concurrent Pushes into
 	// one owner never wait for a slot.
-	pc.ownStg, err = verbs.NewStaging(pc.tr, bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true}, verbs.AccessLocal)
+	pc.ownStg, err = staging.New(pc.tr, bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true}, verbs.AccessLocal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	*cleanup = append(*cleanup, pc.ownStg.Close)
-	pc.svc, err = verbs.NewGatherService(verbs.ServiceConfig{Segment: pc.seg, Exports: exports, Staging: pc.ownStg,
+	pc.svc, err = gather.NewService(gather.Config{Segment: pc.seg, Exports: exports, Staging: pc.ownStg,
 		Calibration: &exCalibration, PackWorkers: 2, ParallelMin: 128 << 10,
 		CommandBudget: 512 << 10, AcquireTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	*cleanup = append(*cleanup, pc.svc.Close)
-	ecfg := verbs.EngineConfig{Calibration: &exCalibration, StagingTimeout: 200 * time.Millisecond}
+	ecfg := engine.Config{Calibration: &exCalibration, StagingTimeout: 200 * time.Millisecond}
 	if be.exposeRegistered {
-		pc.reqStg, err = verbs.NewStaging(pc.tr, bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true},
+		pc.reqStg, err = staging.New(pc.tr, bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true},
 			verbs.AccessLocal|verbs.AccessRemoteRead)
 		if err != nil {
 			t.Fatal(err)
@@ -590,7 +594,7 @@ func exNewProc(t testing.TB, be exBackend, layoutBytes int64, cleanup *[]func() 
 		*cleanup = append(*cleanup, pc.reqStg.Close)
 		ecfg.Staging = pc.reqStg
 	}
-	pc.eng, err = verbs.NewEngine(ecfg)
+	pc.eng, err = engine.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -686,7 +690,7 @@ func (w *exWorld) links(dir Dir) LinkFunc {
 }
 
 // engine is the engine of the rank that runs pairs in dir.
-func (w *exWorld) engine(dir Dir, rank int) *verbs.Engine {
+func (w *exWorld) engine(dir Dir, rank int) *engine.Engine {
 	if dir == Push {
 		return w.src[rank].eng
 	}
@@ -872,7 +876,7 @@ func exMixedPlan(r *rand.Rand, sources, dests int) *Plan {
 
 // exStartAll starts one Run per running rank of dir, each on that rank's
 // engine (as separate processes would), and waits for all of them.
-func (w *exWorld) exStartAll(t *testing.T, ctx context.Context, p *Plan, dir Dir, mode verbs.Mode) []*Result {
+func (w *exWorld) exStartAll(t *testing.T, ctx context.Context, p *Plan, dir Dir, mode engine.Mode) []*Result {
 	t.Helper()
 	n := len(w.dst)
 	if dir == Push {
@@ -917,7 +921,7 @@ func TestReshard(t *testing.T) {
 				// Auto first: each direction has its own connections, and
 				// on them no moving measurement yet, so the decision
 				// rests on the fixed link and calibration.
-				for _, mode := range []verbs.Mode{verbs.ModeAuto, verbs.ModeDirect, verbs.ModeGather, verbs.ModeHybrid} {
+				for _, mode := range []engine.Mode{engine.ModeAuto, engine.ModeDirect, engine.ModeGather, engine.ModeHybrid} {
 					t.Run(fmt.Sprintf("%v/%v", dir, mode), func(t *testing.T) {
 						w.poisonAll()
 						results := w.exStartAll(t, ctx, p, dir, mode)
@@ -932,7 +936,7 @@ func TestReshard(t *testing.T) {
 
 // exCheckResults checks the runs' results: every non-empty pair reported
 // once with its bytes, and the modes each mode should give.
-func exCheckResults(t *testing.T, be exBackend, p *Plan, dir Dir, mode verbs.Mode, results []*Result) {
+func exCheckResults(t *testing.T, be exBackend, p *Plan, dir Dir, mode engine.Mode, results []*Result) {
 	t.Helper()
 	seen := map[[2]int]bool{}
 	var gathered bool
@@ -956,32 +960,32 @@ func exCheckResults(t *testing.T, be exBackend, p *Plan, dir Dir, mode verbs.Mod
 			// be exposed; on shm it falls back to direct.
 			noWriteGather := dir == Push && !be.exposeRegistered
 			switch mode {
-			case verbs.ModeDirect:
-				if got != verbs.ModeDirect || fb != verbs.FallbackNone {
+			case engine.ModeDirect:
+				if got != engine.ModeDirect || fb != engine.FallbackNone {
 					t.Errorf("pair %v: forced direct ran %v (fallback %v)", key, got, fb)
 				}
-			case verbs.ModeGather, verbs.ModeHybrid:
+			case engine.ModeGather, engine.ModeHybrid:
 				if noWriteGather {
-					if got != verbs.ModeDirect || fb != verbs.FallbackNotExposed {
+					if got != engine.ModeDirect || fb != engine.FallbackNotExposed {
 						t.Errorf("pair %v: %v on shm ran %v (fallback %v), want direct after not-exposed", key, mode, got, fb)
 					}
 					break
 				}
-				if got != mode || fb != verbs.FallbackNone {
+				if got != mode || fb != engine.FallbackNone {
 					t.Errorf("pair %v: forced %v ran %v (fallback %v: %v)", key, mode, got, fb, vr.FallbackErr)
 				}
-			case verbs.ModeAuto:
-				if fb != verbs.FallbackNone && !noWriteGather {
+			case engine.ModeAuto:
+				if fb != engine.FallbackNone && !noWriteGather {
 					t.Errorf("pair %v: auto fell back (%v: %v)", key, fb, vr.FallbackErr)
 				}
-				if be.name == "tcp" && dir == Pull && got != verbs.ModeHybrid && got != verbs.ModeGather {
+				if be.name == "tcp" && dir == Pull && got != engine.ModeHybrid && got != engine.ModeGather {
 					// Every pair mixes large regions with thousands
 					// of small fragments: the small part is gathered.
 					t.Errorf("pair %v: auto over a many-small link ran %v, want hybrid or gather\n%v\n%v",
 						key, got, vr.Decision, vr.Split)
 				}
 			}
-			if got == verbs.ModeGather || got == verbs.ModeHybrid {
+			if got == engine.ModeGather || got == engine.ModeHybrid {
 				gathered = true
 				// An inline reply (a small READ gather) holds no staging.
 				staged = staged || !vr.Trace.Inline
@@ -1009,7 +1013,7 @@ func exCheckResults(t *testing.T, be exBackend, p *Plan, dir Dir, mode verbs.Mod
 			t.Errorf("pair %d->%d (non-empty %v) reported %v", pr.Src, pr.Dst, nonEmpty, !nonEmpty)
 		}
 	}
-	if mode != verbs.ModeDirect && mode != verbs.ModeAuto && !(dir == Push && !be.exposeRegistered) && !gathered {
+	if mode != engine.ModeDirect && mode != engine.ModeAuto && !(dir == Push && !be.exposeRegistered) && !gathered {
 		t.Errorf("%v: nothing gathered", mode)
 	}
 }
@@ -1112,9 +1116,9 @@ func TestStartErrors(t *testing.T) {
 		}},
 		{name: "nil conn", links: broken(0, 1, func(l *Link) error { l.Conn = nil; return nil }), check: func(t *testing.T, err error) {
 			exWantPair(t, err, PhaseLink, 1, 0)
-			var ie *verbs.InvalidOpError
+			var ie *engine.InvalidOpError
 			if !errors.As(err, &ie) || ie.Field != "Link.Conn" || !errors.Is(err, verbs.ErrInvalid) {
-				t.Fatalf("%v: want a *verbs.InvalidOpError for Link.Conn", err)
+				t.Fatalf("%v: want a *engine.InvalidOpError for Link.Conn", err)
 			}
 		}},
 		{name: "read-only remote", dir: Push, links: func(self, peer int) (Link, error) {
@@ -1160,7 +1164,7 @@ func TestStartErrors(t *testing.T) {
 				t.Fatalf("%v: want verbs.ErrInvalid", err)
 			}
 		}},
-		{name: "bad mode", opt: Options{Mode: verbs.ModeHybrid + 1}, check: func(t *testing.T, err error) {
+		{name: "bad mode", opt: Options{Mode: engine.ModeHybrid + 1}, check: func(t *testing.T, err error) {
 			if !errors.Is(err, verbs.ErrInvalid) {
 				t.Fatalf("%v: want verbs.ErrInvalid", err)
 			}
@@ -1183,7 +1187,7 @@ func TestStartErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w.poisonAll()
 			before := w.want(t, &Plan{})
-			eng, err := verbs.NewEngine(verbs.EngineConfig{Calibration: &exCalibration})
+			eng, err := engine.New(engine.Config{Calibration: &exCalibration})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1240,22 +1244,22 @@ func TestSubmitFails(t *testing.T) {
 	r := exRand(t)
 	p := exMixedPlan(r, 3, 2)
 	w := exNewWorld(t, exBackends[1], p.Src, p.Dst)
-	eng, err := verbs.NewEngine(verbs.EngineConfig{Calibration: &exCalibration})
+	eng, err := engine.New(engine.Config{Calibration: &exCalibration})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer eng.Close()
 	injected := errors.New("injected submit failure")
 	calls := 0
-	submitOp = func(e *verbs.Engine, ctx context.Context, op *verbs.ScatterOp) (*verbs.Operation, error) {
+	submitOp = func(e *engine.Engine, ctx context.Context, op *engine.ScatterOp) (*engine.Operation, error) {
 		calls++
 		if calls == 3 {
 			return nil, injected
 		}
 		return e.Submit(ctx, op)
 	}
-	defer func() { submitOp = (*verbs.Engine).Submit }()
-	run, err := Start(exContext(t), eng, p, Push, []int{0, 1, 2}, w.links(Push), Options{Mode: verbs.ModeDirect})
+	defer func() { submitOp = (*engine.Engine).Submit }()
+	run, err := Start(exContext(t), eng, p, Push, []int{0, 1, 2}, w.links(Push), Options{Mode: engine.ModeDirect})
 	if err == nil {
 		run.Wait()
 		t.Fatal("Start succeeded")
@@ -1294,16 +1298,16 @@ func TestTransferFails(t *testing.T) {
 				return l, err
 			}
 			w.poisonAll()
-			run, err := Start(exContext(t), w.dst[1].eng, p, Pull, []int{1}, links, Options{Mode: verbs.ModeDirect})
+			run, err := Start(exContext(t), w.dst[1].eng, p, Pull, []int{1}, links, Options{Mode: engine.ModeDirect})
 			if err != nil {
 				t.Fatal(err)
 			}
 			res, err := run.Wait()
 			t.Log(err)
 			exWantPair(t, err, PhaseTransfer, 0, 1)
-			var oe *verbs.OpError
+			var oe *engine.OpError
 			if !errors.Is(err, verbs.ErrClosed) || !errors.As(err, &oe) {
-				t.Fatalf("%v: want a *verbs.OpError wrapping verbs.ErrClosed", err)
+				t.Fatalf("%v: want a *engine.OpError wrapping verbs.ErrClosed", err)
 			}
 			if len(res.Pairs) != 2 {
 				t.Fatalf("%d pair results, want 2", len(res.Pairs))
@@ -1327,7 +1331,7 @@ func TestCancel(t *testing.T) {
 	p := exMixedPlan(r, 3, 2)
 	w := exNewWorld(t, exBackends[1], p.Src, p.Dst)
 	ctx, cancel := context.WithCancel(exContext(t))
-	run, err := Start(ctx, w.dst[0].eng, p, Pull, []int{0, 1}, w.links(Pull), Options{Mode: verbs.ModeDirect})
+	run, err := Start(ctx, w.dst[0].eng, p, Pull, []int{0, 1}, w.links(Pull), Options{Mode: engine.ModeDirect})
 	if err != nil {
 		t.Fatal(err)
 	}

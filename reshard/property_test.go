@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/reshard"
 	"github.com/scatterkit/scatterkit/reshard/mesh"
@@ -101,7 +103,7 @@ func TestReshardProperty(t *testing.T) {
 	for _, transport := range []string{"shm", "tcp"} {
 		for i := range cases {
 			dir := []reshard.Dir{reshard.Pull, reshard.Push}[i%2]
-			mode := []verbs.Mode{verbs.ModeAuto, verbs.ModeGather, verbs.ModeDirect}[i%3]
+			mode := []engine.Mode{engine.ModeAuto, engine.ModeGather, engine.ModeDirect}[i%3]
 			t.Run(fmt.Sprintf("%s/%d/%v/%v", transport, i, dir, mode), func(t *testing.T) {
 				reshardCase(t, r, transport, dir, mode)
 			})
@@ -109,7 +111,7 @@ func TestReshardProperty(t *testing.T) {
 	}
 }
 
-func reshardCase(t *testing.T, r *rand.Rand, transport string, dir reshard.Dir, mode verbs.Mode) {
+func reshardCase(t *testing.T, r *rand.Rand, transport string, dir reshard.Dir, mode engine.Mode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	axes := 2 + r.IntN(3)
@@ -127,7 +129,7 @@ func reshardCase(t *testing.T, r *rand.Rand, transport string, dir reshard.Dir, 
 	}
 	t.Logf("tensor %v x %d B; %d source ranks, %d destination ranks", tensor.Shape, tensor.ElemSize, len(src.Ranks), len(dst.Ranks))
 	m, err := mesh.New(mesh.Config{Transport: transport, StagingBytes: 1 << 20, Link: fixedLink, Calibration: &fixedCalibration,
-		Engine: verbs.EngineConfig{Calibration: &fixedCalibration}}, regionSizes(src), regionSizes(dst))
+		Engine: engine.Config{Calibration: &fixedCalibration}}, regionSizes(src), regionSizes(dst))
 	if err != nil {
 		t.Fatal(err)
 	}

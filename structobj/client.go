@@ -12,6 +12,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 	"github.com/scatterkit/scatterkit/verbs"
@@ -43,9 +46,9 @@ type ClientConfig struct {
 	// client does not close it.
 	Transport verbs.Transport
 	// Engine runs the client's scatter operations; nil makes one (with
-	// the zero verbs.EngineConfig: no WRITE gather) that Close closes. An
+	// the zero engine.Config: no WRITE gather) that Close closes. An
 	// engine given here may be shared; the client does not close it.
-	Engine *verbs.Engine
+	Engine *engine.Engine
 	// Directory, when set, resolves a key to its owner (the record
 	// "structobj/<Namespace>/<key>" its owner published) for calls made
 	// with an empty address.
@@ -215,9 +218,9 @@ type Client struct {
 	wlim     proto.Limits
 	prefix   string // RecordPrefix + namespace + "/"
 	trName   string // "shm", "tcp" or "" (unknown backend)
-	eng      *verbs.Engine
+	eng      *engine.Engine
 	ownEng   bool
-	stage    *verbs.Staging
+	stage    *staging.Staging
 	arena    uintptr // start of the pool's arena
 	arenaLen uint64
 	chunk    uint64
@@ -338,7 +341,7 @@ func NewClient(cfg ClientConfig) (c *Client, err error) {
 	}
 	if cfg.PoolBytes > 0 {
 		pc := bufferpool.Config{Budget: cfg.PoolBytes, MinSlot: minSlot(cfg.ChunkBytes)}
-		st, err := verbs.NewStaging(cfg.Transport, pc, verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
+		st, err := staging.New(cfg.Transport, pc, verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
 		if err != nil {
 			return c, fmt.Errorf("structobj: client pool: %w", err)
 		}
@@ -348,7 +351,7 @@ func NewClient(cfg ClientConfig) (c *Client, err error) {
 	}
 	c.eng = cfg.Engine
 	if c.eng == nil {
-		if c.eng, err = verbs.NewEngine(verbs.EngineConfig{}); err != nil {
+		if c.eng, err = engine.New(engine.Config{}); err != nil {
 			return c, fmt.Errorf("structobj: client engine: %w", err)
 		}
 		c.ownEng = true

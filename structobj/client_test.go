@@ -13,6 +13,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
@@ -38,7 +40,7 @@ func newObjClient(t testing.TB, b backend, cfg ClientConfig) *Client {
 		cfg.Link = testLink
 	}
 	if cfg.Engine == nil {
-		eng, err := verbs.NewEngine(verbs.EngineConfig{Calibration: &testCalibration})
+		eng, err := engine.New(engine.Config{Calibration: &testCalibration})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, eng.Close()) })
 		cfg.Engine = eng
@@ -766,7 +768,7 @@ func TestClientGetMany(t *testing.T) {
 		ctx := testContext(t)
 		o1 := newTestOwner(t, b, OwnerConfig{})
 		o2 := newTestOwner(t, b, OwnerConfig{})
-		eng, err := verbs.NewEngine(verbs.EngineConfig{Calibration: &testCalibration})
+		eng, err := engine.New(engine.Config{Calibration: &testCalibration})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, eng.Close()) })
 		c := newObjClient(t, b, ClientConfig{PoolBytes: 1 << 20, Engine: eng})

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/gather"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/structobj/internal/proto"
@@ -77,12 +80,12 @@ type OwnerConfig struct {
 	// (defaults 4096, 65536 and 1 Mi): a Reserve or Open beyond them
 	// fails with ErrBusy, a Commit of a new key with ErrNoSpace.
 	MaxReservations, MaxHolds, MaxObjects int
-	// GatherStagingBytes > 0 runs a verbs.GatherService on the segment
+	// GatherStagingBytes > 0 runs a gather.Service on the segment
 	// with that much staging, so a GET of many small ranges can be
 	// gathered by the owner; 0 runs none.
 	GatherStagingBytes int
 	// PackWorkers and Calibration configure the gather service (see
-	// verbs.ServiceConfig; nil Calibration calibrates at start).
+	// gather.Config; nil Calibration calibrates at start).
 	PackWorkers int
 	Calibration *costmodel.Calibration
 	// OnError receives errors that end a client's connection abnormally
@@ -210,8 +213,8 @@ type Owner struct {
 	prefix string // RecordPrefix + namespace + "/"
 	region *verbs.Region
 	seg    verbs.Segment
-	stage  *verbs.Staging
-	svc    *verbs.GatherService
+	stage  *staging.Staging
+	svc    *gather.Service
 	info   []byte // the encoded Info reply
 
 	// pubMu orders the directory publications and withdrawals, so a
@@ -334,12 +337,12 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 	}
 	o.seg = seg
 	if cfg.GatherStagingBytes > 0 {
-		stage, err := verbs.NewStaging(cfg.Transport, bufferpool.Config{Budget: cfg.GatherStagingBytes}, verbs.AccessLocal)
+		stage, err := staging.New(cfg.Transport, bufferpool.Config{Budget: cfg.GatherStagingBytes}, verbs.AccessLocal)
 		if err != nil {
 			return o, fmt.Errorf("structobj: gather staging: %w", err)
 		}
 		o.stage = stage
-		svc, err := verbs.NewGatherService(verbs.ServiceConfig{Segment: o.seg, Exports: exports, Staging: o.stage,
+		svc, err := gather.NewService(gather.Config{Segment: o.seg, Exports: exports, Staging: o.stage,
 			PackWorkers: cfg.PackWorkers, Calibration: cfg.Calibration})
 		if err != nil {
 			return o, fmt.Errorf("structobj: gather service: %w", err)

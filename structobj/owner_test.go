@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -116,7 +118,7 @@ type testClient struct {
 	conn  verbs.Conn
 	objs  verbs.RegionInfo
 	local *verbs.Region
-	eng   *verbs.Engine
+	eng   *engine.Engine
 	lim   proto.Limits
 }
 
@@ -136,7 +138,7 @@ func newTestClient(t testing.TB, b backend, addr string) *testClient {
 	var ok bool
 	c.objs, ok = verbs.FindRegion(c.conn.Remote(), RegionName)
 	require.True(t, ok, "no %q region", RegionName)
-	c.eng, err = verbs.NewEngine(verbs.EngineConfig{Calibration: &testCalibration})
+	c.eng, err = engine.New(engine.Config{Calibration: &testCalibration})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.eng.Close()) })
 	return c
@@ -216,8 +218,8 @@ func (c *testClient) transfer(dir verbs.Op, off uint64, n uint64) error {
 		return nil
 	}
 	p := &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: n, DstExtent: n, Ranges: []planfmt.Range{{Len: n}}}
-	_, err := c.eng.Do(c.ctx, &verbs.ScatterOp{Conn: c.conn, Dir: dir, Remote: c.objs, RemoteOff: off,
-		Local: c.local, Plan: p, Mode: verbs.ModeDirect})
+	_, err := c.eng.Do(c.ctx, &engine.ScatterOp{Conn: c.conn, Dir: dir, Remote: c.objs, RemoteOff: off,
+		Local: c.local, Plan: p, Mode: engine.ModeDirect})
 	return err
 }
 

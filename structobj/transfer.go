@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/verbs"
@@ -61,14 +63,14 @@ type chunkSlot struct {
 	lease bufferpool.Lease
 	n     uint64 // bytes filled
 	plan  planfmt.Plan
-	op    *verbs.Operation
+	op    *engine.Operation
 	outs  []segment // READ: lease offset (remote) -> destination (mem)
 }
 
 // singleOp is an operation outside the chunk pipeline.
 type singleOp struct {
 	plan planfmt.Plan
-	op   *verbs.Operation
+	op   *engine.Operation
 }
 
 func (c *Client) newXfer(ctx context.Context, oc *ownerConn, dir verbs.Op, staged uint64) *xfer {
@@ -103,18 +105,18 @@ func (x *xfer) bytes() uint64 { return x.staged + x.direct + x.registered + x.in
 
 // submit starts one operation of plan (whose extents it sets) between
 // local[localOff:+localExt] and the owner's extent.
-func (x *xfer) submit(local *verbs.Region, localOff, localExt uint64, plan *planfmt.Plan) (*verbs.Operation, error) {
+func (x *xfer) submit(local *verbs.Region, localOff, localExt uint64, plan *planfmt.Plan) (*engine.Operation, error) {
 	plan.Form = planfmt.FormRanges
 	if x.dir == verbs.OpWrite {
 		plan.SrcExtent, plan.DstExtent = localExt, x.remoteExt
 	} else {
 		plan.SrcExtent, plan.DstExtent = x.remoteExt, localExt
 	}
-	op := verbs.ScatterOp{Conn: x.oc.conn, Dir: x.dir, Remote: x.oc.region, RemoteOff: x.remoteOff,
+	op := engine.ScatterOp{Conn: x.oc.conn, Dir: x.dir, Remote: x.oc.region, RemoteOff: x.remoteOff,
 		Local: local, LocalOff: localOff, Plan: plan}
 	if x.dir == verbs.OpWrite && x.c.ownEng {
 		// The client's own engine has no staging: a WRITE cannot gather.
-		op.Mode = verbs.ModeDirect
+		op.Mode = engine.ModeDirect
 	}
 	o, err := x.c.eng.Submit(x.ctx, &op)
 	if err != nil {
@@ -323,8 +325,8 @@ func (x *xfer) flush() error {
 }
 
 // note records an operation's result.
-func (x *xfer) note(res verbs.Result) {
-	if res.Mode == verbs.ModeGather || res.Mode == verbs.ModeHybrid {
+func (x *xfer) note(res engine.Result) {
+	if res.Mode == engine.ModeGather || res.Mode == engine.ModeHybrid {
 		x.gathered = true
 		x.gatheredOps++
 	}

@@ -8,8 +8,8 @@ import (
 // Errors of the transport layer, the scatter executor and the gather
 // service. Detailed failures wrap one of these in a typed error
 // ([*RemoteError], [*PostError], [*CallError], [*ProtocolError],
-// [*GatherError], [*OpError], [*InvalidOpError], [*WireError],
-// [*AdmitError]); test for
+// [*AdmitError] here; engine.GatherError, engine.OpError,
+// engine.InvalidOpError and engine.WireError in verbs/engine); test for
 // them with [errors.Is].
 var (
 	// ErrBadKey means a work request named a memory key that is not
@@ -51,17 +51,17 @@ var (
 	ErrHandler = errors.New("verbs: handler failed")
 
 	// Errors of the scatter executor and the gather service.
-	// ErrGatherRefused is wrapped by a [*GatherError] when the gather
+	// ErrGatherRefused is wrapped by an engine.GatherError when the gather
 	// service rejected a command: it did not decode under the service's
 	// limits, named a region the owner does not export or the requester
 	// did not expose, reached outside a window, lacked the access it
 	// needs or had overlapping destinations. Nothing was read or written.
 	ErrGatherRefused = errors.New("verbs: gather command refused")
-	// ErrStagingExhausted is wrapped by a [*GatherError] when no staging
+	// ErrStagingExhausted is wrapped by an engine.GatherError when no staging
 	// slot became free within the service's acquire deadline. Nothing was
 	// written.
 	ErrStagingExhausted = errors.New("verbs: staging exhausted")
-	// ErrGatherAborted is wrapped by a [*GatherError] when a command's
+	// ErrGatherAborted is wrapped by an engine.GatherError when a command's
 	// transfers failed after it started; part of its destination may have
 	// been written.
 	ErrGatherAborted = errors.New("verbs: gather aborted")

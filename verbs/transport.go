@@ -91,9 +91,9 @@ type Conn interface {
 // Mapper is an optional interface of a [Conn] whose backend has the
 // owner's exported regions mapped into this process (verbs/shm does; tcp
 // does not). Through such a Conn a one-sided READ or WRITE is a copy the
-// requester makes itself, so the [Engine] runs the direct part of an
+// requester makes itself, so the transfer engine (verbs/engine) runs the direct part of an
 // operation as local copies through the mapping instead of posting one
-// work request per span (see "Mapped direct" in the package doc).
+// work request per span (see "Mapped direct" in verbs/engine's package doc).
 //
 // HoldMapped resolves remote, the key of a region the owner exported
 // (as listed by Remote), to its mapping, and local, a region registered

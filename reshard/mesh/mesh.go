@@ -19,6 +19,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/gather"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/reshard"
@@ -45,7 +49,7 @@ type Config struct {
 	Link verbs.LinkParams
 	// Engine configures the engine shared by all ranks of the mesh; its
 	// Staging is set by the mesh (requester staging for WRITE gather).
-	Engine verbs.EngineConfig
+	Engine engine.Config
 	// Lanes is the tcp lanes per connection (0: the backend's default).
 	Lanes int
 }
@@ -55,15 +59,15 @@ type Config struct {
 type Rank struct {
 	Region  *verbs.Region
 	seg     verbs.Segment
-	staging *verbs.Staging
-	svc     *verbs.GatherService
+	staging *staging.Staging
+	svc     *gather.Service
 }
 
 // Bytes is the rank's memory: the region its layout's offsets index.
 func (r *Rank) Bytes() []byte { return r.Region.Bytes() }
 
 // Stats is the rank's gather service's counters and its staging pool's.
-func (r *Rank) Stats() (verbs.ServiceStats, bufferpool.Stats) {
+func (r *Rank) Stats() (gather.Stats, bufferpool.Stats) {
 	return r.svc.Stats(), r.staging.Pool().Stats()
 }
 
@@ -72,10 +76,10 @@ type Mesh struct {
 	cfg      Config
 	t        verbs.Transport
 	src, dst []*Rank
-	engine   *verbs.Engine
+	engine   *engine.Engine
 	// reqStaging is the requester staging for WRITE gather (tcp only: shm
 	// cannot expose registered memory, so a Push there runs direct).
-	reqStaging *verbs.Staging
+	reqStaging *staging.Staging
 
 	mu    sync.Mutex
 	conns map[connKey]verbs.Conn
@@ -133,7 +137,7 @@ func (m *Mesh) open(srcBytes, dstBytes []int64) error {
 	}
 	ecfg := cfg.Engine
 	if cfg.Transport == "tcp" {
-		st, err := verbs.NewStaging(m.t, bufferpool.Config{Budget: cfg.StagingBytes, MinSlot: 64 << 10, NoHugePages: true},
+		st, err := staging.New(m.t, bufferpool.Config{Budget: cfg.StagingBytes, MinSlot: 64 << 10, NoHugePages: true},
 			verbs.AccessLocal|verbs.AccessRemoteRead)
 		if err != nil {
 			return fmt.Errorf("mesh: requester staging: %w", err)
@@ -142,7 +146,7 @@ func (m *Mesh) open(srcBytes, dstBytes []int64) error {
 		ecfg.Staging = st
 	}
 	var err error
-	if m.engine, err = verbs.NewEngine(ecfg); err != nil {
+	if m.engine, err = engine.New(ecfg); err != nil {
 		return fmt.Errorf("mesh: engine: %w", err)
 	}
 	return nil
@@ -165,10 +169,10 @@ func (m *Mesh) newRank(n int64) (*Rank, error) {
 	if r.seg, err = m.t.Listen(addr, exports, verbs.ListenOptions{}); err != nil {
 		return nil, err
 	}
-	if r.staging, err = verbs.NewStaging(m.t, bufferpool.Config{Budget: m.cfg.StagingBytes, MinSlot: 64 << 10, NoHugePages: true}, verbs.AccessLocal); err != nil {
+	if r.staging, err = staging.New(m.t, bufferpool.Config{Budget: m.cfg.StagingBytes, MinSlot: 64 << 10, NoHugePages: true}, verbs.AccessLocal); err != nil {
 		return nil, errors.Join(err, r.seg.Close())
 	}
-	if r.svc, err = verbs.NewGatherService(verbs.ServiceConfig{Segment: r.seg, Exports: exports, Staging: r.staging,
+	if r.svc, err = gather.NewService(gather.Config{Segment: r.seg, Exports: exports, Staging: r.staging,
 		PackWorkers: m.cfg.PackWorkers, Calibration: m.cfg.Calibration}); err != nil {
 		return nil, errors.Join(err, r.staging.Close(), r.seg.Close())
 	}
@@ -182,7 +186,7 @@ func (m *Mesh) Src(i int) *Rank { return m.src[i] }
 func (m *Mesh) Dst(j int) *Rank { return m.dst[j] }
 
 // Engine is the engine every rank of the mesh submits through.
-func (m *Mesh) Engine() *verbs.Engine { return m.engine }
+func (m *Mesh) Engine() *engine.Engine { return m.engine }
 
 // Links returns the links of dir: for a Pull, self is a destination rank
 // and peer a source rank; for a Push the other way round. Connections are

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/scatterkit/scatterkit/verbs/engine"
 
-	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/stretchr/testify/require"
 )
 
 // The latency workload: K=24 columns of one table of 264-byte rows (the
@@ -62,7 +62,7 @@ func BenchmarkRemoteLookup(b *testing.B) {
 				variants[i][j] = int32(r.IntN(benchRows))
 			}
 		}
-		for _, mode := range []verbs.Mode{verbs.ModeAuto, verbs.ModeDirect, verbs.ModeGather} {
+		for _, mode := range []engine.Mode{engine.ModeAuto, engine.ModeDirect, engine.ModeGather} {
 			b.Run(fmt.Sprintf("T=%d/%v", tokens, mode), func(b *testing.B) {
 				cli, err := Dial(ctx, ClientConfig{Transport: reqTr, Addr: srv.Addr(), Namespace: "bench",
 					OutputBytes: 1 << 20, Mode: mode})

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/verbs"
 )
@@ -48,13 +51,13 @@ type ClientConfig struct {
 	OutputBytes int64
 	// Engine runs the lookups' scatter operations; nil makes the Client
 	// its own (closed by Close). A shared engine must outlive the Client.
-	Engine *verbs.Engine
+	Engine *engine.Engine
 	// Connect configures the connection; the output arena is added to
 	// its Expose list. Lanes zero means DefaultLanes.
 	Connect verbs.ConnectOptions
 	// Mode forces the engine's mode for every operation; the zero value,
-	// verbs.ModeAuto, lets the cost model decide.
-	Mode verbs.Mode
+	// engine.ModeAuto, lets the cost model decide.
+	Mode engine.Mode
 }
 
 // Client looks rows up from one owner. Its methods are safe for concurrent
@@ -62,15 +65,15 @@ type ClientConfig struct {
 // concurrent lookups share no lock beyond a read lock that Close waits on.
 type Client struct {
 	namespace string
-	mode      verbs.Mode
+	mode      engine.Mode
 	specs     []TableSpec
 	index     map[string]int
 	remote    []verbs.RegionInfo // per table, as the owner exports it
 	exposed   bool
 	ownEngine bool
-	engine    *verbs.Engine
+	engine    *engine.Engine
 	conn      verbs.Conn
-	staging   *verbs.Staging
+	staging   *staging.Staging
 	local     *verbs.Region // the arena's registration
 	arena     []byte
 
@@ -112,7 +115,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 			c = nil
 		}
 	}()
-	staging, err := verbs.NewStaging(cfg.Transport,
+	staging, err := staging.New(cfg.Transport,
 		bufferpool.Config{Budget: int(cfg.OutputBytes), MinSlot: OutputAlign, Prefault: true},
 		verbs.AccessLocal|verbs.AccessRemoteWrite)
 	if err != nil {
@@ -155,7 +158,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	if cfg.Engine != nil {
 		c.engine = cfg.Engine
 	} else {
-		eng, err := verbs.NewEngine(verbs.EngineConfig{})
+		eng, err := engine.New(engine.Config{})
 		if err != nil {
 			return c, fmt.Errorf("remote: engine: %w", err)
 		}
@@ -181,7 +184,7 @@ func checkClientConfig(cfg *ClientConfig) error {
 		return bad("OutputBytes", fmt.Sprintf("%d: at least %d", cfg.OutputBytes, OutputAlign))
 	case int64(int(cfg.OutputBytes)) != cfg.OutputBytes:
 		return bad("OutputBytes", fmt.Sprintf("%d: larger than this platform's address space", cfg.OutputBytes))
-	case cfg.Mode > verbs.ModeHybrid:
+	case cfg.Mode > engine.ModeHybrid:
 		return bad("Mode", cfg.Mode.String())
 	}
 	if r := checkName(cfg.Namespace, MaxNamespaceLen); r != "" {

@@ -13,7 +13,7 @@
 //
 // Serve registers each table's rows with the transport for remote READ only
 // (never WRITE), exports them under ExportName(namespace, table), listens,
-// starts a verbs.GatherService over those exports with its own staging, and
+// starts a gather.Service over those exports with its own staging, and
 // answers MethodTables with the namespace and the table specs (see # Format).
 // The owner serves only its own registered ranges: every work request and
 // gather command is validated by the verbs layer against the exports, so a
@@ -27,7 +27,7 @@
 //
 // # Requester
 //
-// Dial creates a verbs.Staging as the output arena (AccessLocal |
+// Dial creates a staging.Staging as the output arena (AccessLocal |
 // AccessRemoteWrite), connects exposing it, so the owner's gather service can
 // WRITE packed rows straight into it, fetches the table specs (the namespace
 // must match) and keeps each table's RegionInfo. NewOutput leases an output

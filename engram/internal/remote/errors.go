@@ -175,7 +175,7 @@ func (e *ArenaError) Unwrap() error { return ErrNotInArena }
 type TransferError struct {
 	Table   string // the operation's table
 	Columns int    // how many columns it carried
-	Err     error  // the engine's error (a *verbs.OpError, a context error, ...)
+	Err     error  // the engine's error (a *engine.OpError, a context error, ...)
 }
 
 func (e *TransferError) Error() string {

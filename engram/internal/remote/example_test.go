@@ -6,9 +6,10 @@ import (
 	"log"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/gather"
+
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/engram/internal/remote"
-	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
@@ -36,7 +37,7 @@ func Example() {
 			{Name: "ngram", NumRows: 50, RowBytes: 8, Rows: rows("ngr", 50)},
 		},
 		StagingBytes: 1 << 20,
-		Gather:       verbs.ServiceConfig{Calibration: &costmodel.Calibration{BMem: 5e9, RCopy: 5e6}}})
+		Gather:       gather.Config{Calibration: &costmodel.Calibration{BMem: 5e9, RCopy: 5e6}}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"unsafe"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/verbs"
@@ -103,8 +105,8 @@ type lookupState struct {
 	s32   []int32 // compacted ids
 	s64   []int64
 	plans []planfmt.Plan
-	ops   []verbs.ScatterOp
-	opers []*verbs.Operation
+	ops   []engine.ScatterOp
+	opers []*engine.Operation
 	errs  []error
 	spans []uint64 // one completion span per operation
 	full  planfmt.Plan
@@ -312,7 +314,7 @@ func (c *Client) group(st *lookupState, q *shape, r uint64) {
 				}
 			}
 			n := j - i + 1
-			transposed := c.exposed && c.mode != verbs.ModeDirect && q.t > 1 && n > 1 &&
+			transposed := c.exposed && c.mode != engine.ModeDirect && q.t > 1 && n > 1 &&
 				uint64(q.ts) == r && uint64(s*q.ks) != r
 			st.runs = append(st.runs, run{table: tbl, offset: off, c0: g[i], n: n, s: s,
 				zeroCopy: n == q.k && off == 0 && !transposed, transposed: transposed})
@@ -443,7 +445,7 @@ func (c *Client) plan(st *lookupState, q *shape, r uint64, localOff uint64) {
 		}
 		p.Rows = planfmt.Rows{RowSize: r, TableRows: uint64(spec.NumRows), IDs32: ru.ids32, IDs64: ru.ids64,
 			DstBase: uint64(q.off + ru.c0*q.ks), Layout: lay}
-		st.ops[i] = verbs.ScatterOp{Conn: c.conn, Dir: verbs.OpRead, Remote: c.remote[ru.table],
+		st.ops[i] = engine.ScatterOp{Conn: c.conn, Dir: verbs.OpRead, Remote: c.remote[ru.table],
 			Local: c.local, LocalOff: localOff, Plan: p, Mode: c.mode, SpanBytes: st.spans[i : i : i+1]}
 	}
 }
@@ -487,10 +489,10 @@ func (c *Client) execute(ctx context.Context, st *lookupState) error {
 }
 
 // count records an operation's outcome.
-func (c *Client) count(res *verbs.Result, err error) {
+func (c *Client) count(res *engine.Result, err error) {
 	s := &c.stats
 	if err != nil {
-		var oe *verbs.OpError
+		var oe *engine.OpError
 		if errors.As(err, &oe) {
 			s.ops.Add(1)
 		}
@@ -499,14 +501,14 @@ func (c *Client) count(res *verbs.Result, err error) {
 	s.ops.Add(1)
 	s.bytes.Add(res.Bytes)
 	switch res.Mode {
-	case verbs.ModeGather:
+	case engine.ModeGather:
 		s.gather.Add(1)
-	case verbs.ModeHybrid:
+	case engine.ModeHybrid:
 		s.hybrid.Add(1)
 	default:
 		s.direct.Add(1)
 	}
-	if res.Fallback != verbs.FallbackNone {
+	if res.Fallback != engine.FallbackNone {
 		s.fallbacks.Add(1)
 	}
 }

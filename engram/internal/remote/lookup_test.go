@@ -7,10 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
-
-	"github.com/scatterkit/scatterkit/verbs"
 )
 
 // layout places a [T,K,R] output: the offset of row (0,0), the strides and
@@ -206,7 +206,7 @@ func TestLookupLarge(t *testing.T) {
 // TestLookupForcedModes runs the same lookups with every mode forced: the
 // bytes must not depend on how they moved.
 func TestLookupForcedModes(t *testing.T) {
-	for _, mode := range []verbs.Mode{verbs.ModeDirect, verbs.ModeGather, verbs.ModeHybrid} {
+	for _, mode := range []engine.Mode{engine.ModeDirect, engine.ModeGather, engine.ModeHybrid} {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := newRand(t)
 			e := newEnv(t, r, envConfig{backend: tcpBackend, mode: mode, outputBytes: 16 << 20})
@@ -221,7 +221,7 @@ func TestLookupForcedModes(t *testing.T) {
 			}
 			st := e.cli.Stats()
 			require.Zero(t, st.Fallbacks, "forced %v fell back", mode)
-			if mode == verbs.ModeDirect {
+			if mode == engine.ModeDirect {
 				require.Zero(t, st.Gather)
 			} else {
 				require.Zero(t, st.Direct)

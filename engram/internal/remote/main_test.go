@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/gather"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -117,7 +120,7 @@ type envConfig struct {
 	backend     backend
 	specs       []TableSpec // nil: testSpecs
 	outputBytes int64       // 0: 8 MiB
-	mode        verbs.Mode
+	mode        engine.Mode
 	measureLink bool // measure the link instead of testLink
 }
 
@@ -154,7 +157,7 @@ func newEnv(t testing.TB, r *rand.Rand, cfg envConfig) *env {
 		// Lookups of many operations hold many commands' staging at once:
 		// a long acquire deadline makes them queue rather than fall back
 		// (TestLookupForcedModes asserts no fallback).
-		Gather: verbs.ServiceConfig{Calibration: &testCalibration, PackWorkers: 2, ParallelMin: 128 << 10,
+		Gather: gather.Config{Calibration: &testCalibration, PackWorkers: 2, ParallelMin: 128 << 10,
 			AcquireTimeout: 5 * time.Second}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.srv.Close()) })

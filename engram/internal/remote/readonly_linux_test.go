@@ -4,6 +4,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/gather"
+
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -29,11 +32,11 @@ func TestServeReadOnlyMemory(t *testing.T) {
 	})
 	tbl := Table{Name: "snapshot", NumRows: rows, RowBytes: rb, Rows: mem}
 	srv, err := Serve(ServerConfig{Transport: ownerTr, Addr: "127.0.0.1:0", Namespace: "ro", Tables: []Table{tbl},
-		StagingBytes: 1 << 20, Gather: verbs.ServiceConfig{Calibration: &testCalibration}})
+		StagingBytes: 1 << 20, Gather: gather.Config{Calibration: &testCalibration}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	require.False(t, srv.Copied())
-	for _, mode := range []verbs.Mode{verbs.ModeDirect, verbs.ModeGather} {
+	for _, mode := range []engine.Mode{engine.ModeDirect, engine.ModeGather} {
 		t.Run(mode.String(), func(t *testing.T) {
 			cli, err := Dial(testContext(t), ClientConfig{Transport: reqTr, Addr: srv.Addr(), Namespace: "ro",
 				OutputBytes: 4 << 20, Mode: mode, Connect: verbs.ConnectOptions{Link: testLink}})

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/gather"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/planfmt"
@@ -43,19 +46,19 @@ func TestOwnerRefuses(t *testing.T) {
 			tableBefore := append([]byte(nil), e.tables["tiny"].Rows...)
 			served := e.srv.Stats()
 
-			modes := []verbs.Mode{verbs.ModeDirect, verbs.ModeGather}
+			modes := []engine.Mode{engine.ModeDirect, engine.ModeGather}
 			for _, mode := range modes {
 				t.Run("read past the table/"+mode.String(), func(t *testing.T) {
 					before := append([]byte(nil), out...)
-					op := &verbs.ScatterOp{Conn: e.cli.conn, Dir: verbs.OpRead, Remote: forged, Local: e.cli.local,
+					op := &engine.ScatterOp{Conn: e.cli.conn, Dir: verbs.OpRead, Remote: forged, Local: e.cli.local,
 						LocalOff: off, Plan: past, Mode: mode}
 					res, err := e.cli.engine.Do(ctx, op)
 					require.Error(t, err)
 					t.Logf("%v (mode %v, fallback %v: %v)", err, res.Mode, res.Fallback, res.FallbackErr)
 					require.True(t, errors.Is(err, verbs.ErrBounds), "the owner's bounds check refused it: %v", err)
 					require.Equal(t, before, out, "bytes were read")
-					if mode == verbs.ModeGather && e.cli.Exposed() {
-						require.Equal(t, verbs.FallbackRefused, res.Fallback, "the gather service refused the command")
+					if mode == engine.ModeGather && e.cli.Exposed() {
+						require.Equal(t, engine.FallbackRefused, res.Fallback, "the gather service refused the command")
 					}
 				})
 			}
@@ -70,8 +73,8 @@ func TestOwnerRefuses(t *testing.T) {
 				bogus := verbs.RegionInfo{Name: "bogus", Key: key, Len: 1 << 20, Access: verbs.AccessRemoteRead}
 				plan := &planfmt.Plan{Form: planfmt.FormRows, SrcExtent: bogus.Len, DstExtent: uint64(len(out)),
 					Rows: planfmt.Rows{RowSize: 264, TableRows: 3000, IDs32: ids}}
-				_, err = e.cli.engine.Do(ctx, &verbs.ScatterOp{Conn: e.cli.conn, Dir: verbs.OpRead, Remote: bogus,
-					Local: e.cli.local, LocalOff: off, Plan: plan, Mode: verbs.ModeDirect})
+				_, err = e.cli.engine.Do(ctx, &engine.ScatterOp{Conn: e.cli.conn, Dir: verbs.OpRead, Remote: bogus,
+					Local: e.cli.local, LocalOff: off, Plan: plan, Mode: engine.ModeDirect})
 				require.ErrorIs(t, err, verbs.ErrBadKey)
 				require.Equal(t, before, out)
 			})
@@ -84,8 +87,8 @@ func TestOwnerRefuses(t *testing.T) {
 				require.NoError(t, err)
 				plan := &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(len(src)), DstExtent: tbl.Len,
 					Ranges: []planfmt.Range{{Src: 0, Dst: 0, Len: 264}, {Src: 264, Dst: 3 * 264, Len: 264}}}
-				_, err = e.cli.engine.Do(ctx, &verbs.ScatterOp{Conn: e.cli.conn, Dir: verbs.OpWrite, Remote: writable,
-					Local: e.cli.local, LocalOff: srcOff, Plan: plan, Mode: verbs.ModeDirect})
+				_, err = e.cli.engine.Do(ctx, &engine.ScatterOp{Conn: e.cli.conn, Dir: verbs.OpWrite, Remote: writable,
+					Local: e.cli.local, LocalOff: srcOff, Plan: plan, Mode: engine.ModeDirect})
 				require.ErrorIs(t, err, verbs.ErrAccess)
 			})
 			require.Equal(t, tableBefore, e.tables["tiny"].Rows, "a table changed")
@@ -95,7 +98,7 @@ func TestOwnerRefuses(t *testing.T) {
 					_, err := e.cli.conn.Call(ctx, m, []byte{1}, nil)
 					require.ErrorIs(t, err, verbs.ErrHandler)
 				}
-				_, err := e.cli.conn.Call(ctx, verbs.MethodGather, []byte("not a command"), nil)
+				_, err := e.cli.conn.Call(ctx, gather.MethodGather, []byte("not a command"), nil)
 				require.Error(t, err)
 			})
 

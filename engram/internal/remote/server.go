@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/scatterkit/scatterkit/verbs/gather"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/verbs"
 )
@@ -50,7 +53,7 @@ type ServerConfig struct {
 	// and Staging are set by Serve; the rest (calibration, workers,
 	// limits) is used as given, zero fields taking verbs' defaults. A nil
 	// Calibration runs verbs' startup calibration (about 50 ms).
-	Gather verbs.ServiceConfig
+	Gather gather.Config
 }
 
 // Server is an Engram owner: it serves its tables to remote lookups. Its
@@ -66,8 +69,8 @@ type Server struct {
 	mu      sync.Mutex
 	regions []*verbs.Region // table registrations, nil once deregistered
 	seg     verbs.Segment
-	staging *verbs.Staging
-	svc     *verbs.GatherService
+	staging *staging.Staging
+	svc     *gather.Service
 }
 
 // Serve registers cfg's tables, listens and starts answering lookups.
@@ -112,14 +115,14 @@ func Serve(cfg ServerConfig) (s *Server, err error) {
 		return s, fmt.Errorf("remote: listen: %w", err)
 	}
 	s.seg = seg
-	staging, err := verbs.NewStaging(cfg.Transport, bufferpool.Config{Budget: int(cfg.StagingBytes), Prefault: true}, verbs.AccessLocal)
+	staging, err := staging.New(cfg.Transport, bufferpool.Config{Budget: int(cfg.StagingBytes), Prefault: true}, verbs.AccessLocal)
 	if err != nil {
 		return s, fmt.Errorf("remote: staging: %w", err)
 	}
 	s.staging = staging
 	sc := cfg.Gather
 	sc.Segment, sc.Exports, sc.Staging = s.seg, exports, s.staging
-	svc, err := verbs.NewGatherService(sc)
+	svc, err := gather.NewService(sc)
 	if err != nil {
 		return s, fmt.Errorf("remote: gather service: %w", err)
 	}
@@ -244,12 +247,12 @@ func (s *Server) Specs() []TableSpec { return append([]TableSpec(nil), s.specs..
 func (s *Server) Copied() bool { return s.copied }
 
 // Stats returns the gather service's counters.
-func (s *Server) Stats() verbs.ServiceStats {
+func (s *Server) Stats() gather.Stats {
 	s.mu.Lock()
 	svc := s.svc
 	s.mu.Unlock()
 	if svc == nil {
-		return verbs.ServiceStats{}
+		return gather.Stats{}
 	}
 	return svc.Stats()
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/gather"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
@@ -119,7 +122,7 @@ func TestDialRejects(t *testing.T) {
 		{"bad namespace", func(c *ClientConfig) { c.Namespace = "" }, ErrInvalid},
 		{"negative output", func(c *ClientConfig) { c.OutputBytes = -1 }, ErrInvalid},
 		{"tiny output", func(c *ClientConfig) { c.OutputBytes = 100 }, ErrInvalid},
-		{"bad mode", func(c *ClientConfig) { c.Mode = verbs.ModeHybrid + 1 }, ErrInvalid},
+		{"bad mode", func(c *ClientConfig) { c.Mode = engine.ModeHybrid + 1 }, ErrInvalid},
 		{"other namespace", func(c *ClientConfig) { c.Namespace = "other" }, ErrNamespace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +214,7 @@ func TestServerCloseIdempotent(t *testing.T) {
 	require.NoError(t, e.srv.Close())
 	require.NoError(t, e.srv.Close())
 	require.Equal(t, addr, e.srv.Addr())
-	require.Equal(t, verbs.ServiceStats{}, e.srv.Stats())
+	require.Equal(t, gather.Stats{}, e.srv.Stats())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := Dial(ctx, ClientConfig{Transport: e.reqTr, Addr: addr, Namespace: testNamespace, OutputBytes: 1 << 20})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/verbs"
 )
 
@@ -38,7 +40,7 @@ func BenchmarkScatter(b *testing.B) {
 				}
 				for _, m := range Modes[:3] {
 					b.Run(w.Name+"/"+m.Name, func(b *testing.B) {
-						op := verbs.ScatterOp{Conn: s.conn, Dir: verbs.OpRead, Remote: s.table, Local: s.dst, Plan: p, Mode: m.Verbs,
+						op := engine.ScatterOp{Conn: s.conn, Dir: verbs.OpRead, Remote: s.table, Local: s.dst, Plan: p, Mode: m.Verbs,
 							SpanBytes: make([]uint64, 0, 1)}
 						b.SetBytes(int64(w.Payload()))
 						b.ReportAllocs()
@@ -48,7 +50,7 @@ func BenchmarkScatter(b *testing.B) {
 							if err != nil {
 								b.Fatal(err)
 							}
-							if res.Fallback != verbs.FallbackNone {
+							if res.Fallback != engine.FallbackNone {
 								fallbacks++
 							}
 						}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/verbs"
 )
@@ -39,7 +41,7 @@ const ownerFallbackReason = "it reports costmodel's conservative figures (Conser
 // measured calibration never lands on both), which the wire carries
 // bit for bit. It is the inference for owners that do not say
 // (handleFallback for those that do).
-func ownerFallback(who string, info verbs.OwnerInfo) []CalibrationFallback {
+func ownerFallback(who string, info engine.OwnerInfo) []CalibrationFallback {
 	if info.BMem == costmodel.ConservativeBMem && info.RCopy == costmodel.ConservativeRCopy {
 		return []CalibrationFallback{{Who: who, Reason: ownerFallbackReason}}
 	}
@@ -49,7 +51,7 @@ func ownerFallback(who string, info verbs.OwnerInfo) []CalibrationFallback {
 // handleFallback returns the fallback of a pass's owner: the reason the
 // owner gives (a process owner's ready line, the in-process owner's Info),
 // else what its gather capability info shows (ownerFallback).
-func handleFallback(who string, h ownerHandle, info verbs.OwnerInfo) []CalibrationFallback {
+func handleFallback(who string, h ownerHandle, info engine.OwnerInfo) []CalibrationFallback {
 	if reason := h.calibrationFallback(); reason != "" {
 		return []CalibrationFallback{{Who: who, Reason: reason}}
 	}
@@ -58,7 +60,7 @@ func handleFallback(who string, h ownerHandle, info verbs.OwnerInfo) []Calibrati
 
 // engineFallback returns the fallback of an engine's local calibration
 // (none when it has none or it was measured).
-func engineFallback(who string, e *verbs.Engine) []CalibrationFallback {
+func engineFallback(who string, e *engine.Engine) []CalibrationFallback {
 	if e == nil {
 		return nil
 	}
@@ -133,7 +135,7 @@ func probeOwnerCalibration(ctx context.Context, who string, tr verbs.Transport, 
 	}
 	defer func() { err = errors.Join(err, conn.Close()) }()
 	// PostOnMapped: no local calibration of this engine (it moves nothing).
-	eng, err := verbs.NewEngine(verbs.EngineConfig{PostOnMapped: true})
+	eng, err := engine.New(engine.Config{PostOnMapped: true})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/tools/internal/netns"
 	"github.com/scatterkit/scatterkit/tools/internal/units"
@@ -28,15 +30,15 @@ const (
 // the engine's own choice ("adaptive").
 type Mode struct {
 	Name  string
-	Verbs verbs.Mode
+	Verbs engine.Mode
 }
 
 // Modes are the modes -mode accepts; "all" means the first three.
 var Modes = []Mode{
-	{"direct", verbs.ModeDirect},
-	{"gather", verbs.ModeGather},
-	{"adaptive", verbs.ModeAuto},
-	{"hybrid", verbs.ModeHybrid},
+	{"direct", engine.ModeDirect},
+	{"gather", engine.ModeGather},
+	{"adaptive", engine.ModeAuto},
+	{"hybrid", engine.ModeHybrid},
 }
 
 // Pass is one transport with the workloads run over it (one owner).

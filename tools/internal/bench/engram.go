@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/bufferpool/pack"
 	"github.com/scatterkit/scatterkit/engram"
 	"github.com/scatterkit/scatterkit/engram/snapshot"
@@ -254,7 +256,7 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 	type side struct {
 		mode  Mode
 		store *engram.Store
-		eng   *verbs.Engine // the store's (what engram would make), closed after it
+		eng   *engine.Engine // the store's (what engram would make), closed after it
 		buf   *engram.Buffer
 		t     timings
 	}
@@ -272,7 +274,7 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 		}
 	}()
 	for _, m := range c.Modes {
-		eng, err := verbs.NewEngine(verbs.EngineConfig{})
+		eng, err := engine.New(engine.Config{})
 		if err != nil {
 			return res, err
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/costmodel"
@@ -169,12 +171,12 @@ func TestCalibrationFallbackReported(t *testing.T) {
 // figures (bit for bit, as the wire carries them) reads as a fallback;
 // measured figures do not.
 func TestOwnerFallback(t *testing.T) {
-	fb := ownerFallback("owner (process) gather service", verbs.OwnerInfo{BMem: costmodel.ConservativeBMem, RCopy: costmodel.ConservativeRCopy})
+	fb := ownerFallback("owner (process) gather service", engine.OwnerInfo{BMem: costmodel.ConservativeBMem, RCopy: costmodel.ConservativeRCopy})
 	require.Len(t, fb, 1)
 	require.Equal(t, "owner (process) gather service", fb[0].Who)
 	require.Contains(t, fb[0].Reason, "conservative")
-	require.Empty(t, ownerFallback("owner", verbs.OwnerInfo{BMem: 9.1e9, RCopy: 3.4e6}))
-	require.Empty(t, ownerFallback("owner", verbs.OwnerInfo{BMem: costmodel.ConservativeBMem, RCopy: 3.4e6}))
+	require.Empty(t, ownerFallback("owner", engine.OwnerInfo{BMem: 9.1e9, RCopy: 3.4e6}))
+	require.Empty(t, ownerFallback("owner", engine.OwnerInfo{BMem: costmodel.ConservativeBMem, RCopy: 3.4e6}))
 }
 
 // TestHandleFallback: a pass's owner that says why its calibration fell
@@ -186,12 +188,12 @@ func TestHandleFallback(t *testing.T) {
 		who    = "owner (process) gather service"
 		reason = "costmodel: calibration interrupted: context deadline exceeded"
 	)
-	conservative := verbs.OwnerInfo{BMem: costmodel.ConservativeBMem, RCopy: costmodel.ConservativeRCopy}
-	measured := verbs.OwnerInfo{BMem: 9.1e9, RCopy: 3.4e6}
+	conservative := engine.OwnerInfo{BMem: costmodel.ConservativeBMem, RCopy: costmodel.ConservativeRCopy}
+	measured := engine.OwnerInfo{BMem: 9.1e9, RCopy: 3.4e6}
 	for _, tc := range []struct {
 		name  string
 		ready string // the owner's ready line
-		info  verbs.OwnerInfo
+		info  engine.OwnerInfo
 		want  []CalibrationFallback
 	}{
 		{"says why", `{"event":"ready","addr":"127.0.0.1:1","calibration_fallback":"` + reason + `"}`, conservative,

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/scatterkit/scatterkit/verbs/engine"
 
-	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/stretchr/testify/require"
 )
 
 func fptr(v float64) *float64 { return &v }
@@ -96,15 +96,15 @@ func TestSeriesLine(t *testing.T) {
 	w, _ := Lookup("many-small")
 	s := newSeries(Modes[2])
 	for i, d := range []int{30, 10, 20, 40, 50} {
-		res := verbs.Result{Chosen: verbs.ModeGather, Trace: verbs.Trace{Total: msDur(d), Window: msDur(d / 2), Plan: msDur(1),
+		res := engine.Result{Chosen: engine.ModeGather, Trace: engine.Trace{Total: msDur(d), Window: msDur(d / 2), Plan: msDur(1),
 			Slots: 2, ChunkBytes: 1 << 20, StagingPeak: 2 << 20}}
 		if i == 4 {
-			res.Chosen, res.Fallback = verbs.ModeDirect, verbs.FallbackExhausted
+			res.Chosen, res.Fallback = engine.ModeDirect, engine.FallbackExhausted
 		}
 		s.add(res, nil, true)
 	}
-	s.add(verbs.Result{}, errTest, true)
-	s.add(verbs.Result{Chosen: verbs.ModeDirect, Trace: verbs.Trace{Total: msDur(1), StagingPeak: 1}}, nil, false)
+	s.add(engine.Result{}, errTest, true)
+	s.add(engine.Result{Chosen: engine.ModeDirect, Trace: engine.Trace{Total: msDur(1), StagingPeak: 1}}, nil, false)
 	l := s.line(&w, "tcp", "inproc", 5)
 	require.Equal(t, 5, l.Reps, "unmeasured and failed operations are not timed")
 	require.Equal(t, 30.0, l.P50Ms)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/tools/internal/netns"
@@ -450,8 +452,8 @@ func (s *session) runControl(ctx context.Context, verify bool) (time.Duration, e
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	res, err := s.eng.Do(octx, &verbs.ScatterOp{Conn: s.conn, Dir: verbs.OpRead, Remote: s.table, Local: s.dst,
-		Plan: p, Mode: verbs.ModeDirect})
+	res, err := s.eng.Do(octx, &engine.ScatterOp{Conn: s.conn, Dir: verbs.OpRead, Remote: s.table, Local: s.dst,
+		Plan: p, Mode: engine.ModeDirect})
 	if err != nil {
 		return 0, fmt.Errorf("scatterbench: direct control: %w", err)
 	}
@@ -477,10 +479,10 @@ func (s *session) runMode(ctx context.Context, w *Workload, p *planfmt.Plan, se 
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	results := make([]verbs.Result, c.Callers)
+	results := make([]engine.Result, c.Callers)
 	errs := make([]error, c.Callers)
 	do := func(i int) {
-		op := verbs.ScatterOp{Conn: s.conn, Dir: w.Dir, Plan: p, Mode: se.mode.Verbs}
+		op := engine.ScatterOp{Conn: s.conn, Dir: w.Dir, Plan: p, Mode: se.mode.Verbs}
 		if w.Dir == verbs.OpRead {
 			op.Remote, op.Local, op.LocalOff = s.table, s.dst, uint64(i)*s.dstStride
 		} else {

@@ -7,6 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/tools/internal/netns"
@@ -38,8 +41,8 @@ type session struct {
 	own       ownerHandle
 	tr        verbs.Transport
 	conn      verbs.Conn
-	eng       *verbs.Engine
-	staging   *verbs.Staging // requester staging for WRITE gather (tcp only)
+	eng       *engine.Engine
+	staging   *staging.Staging // requester staging for WRITE gather (tcp only)
 
 	table, scratch verbs.RegionInfo
 	dst            *verbs.Region // READ destinations: Callers slots of dstStride
@@ -127,7 +130,7 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 			// WRITE gather stages on the requester; the owner READs the
 			// staging, so it must be exposed (shm cannot expose registered
 			// memory: its WRITE gathers fall back to direct).
-			s.staging, err = verbs.NewStaging(s.tr, bufferpool.Config{Budget: int(c.StagingBytes)},
+			s.staging, err = staging.New(s.tr, bufferpool.Config{Budget: int(c.StagingBytes)},
 				verbs.AccessLocal|verbs.AccessRemoteRead)
 			if err != nil {
 				return s, fmt.Errorf("scatterbench: requester staging: %w", err)
@@ -148,7 +151,7 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 			return s, &OwnerError{Owner: c.Owner, Stage: "connect", Err: errors.New("no \"scratch\" export")}
 		}
 	}
-	if s.eng, err = verbs.NewEngine(verbs.EngineConfig{Staging: s.staging}); err != nil {
+	if s.eng, err = engine.New(engine.Config{Staging: s.staging}); err != nil {
 		return s, fmt.Errorf("scatterbench: engine: %w", err)
 	}
 	info, err := s.eng.Prepare(ctx, s.conn)

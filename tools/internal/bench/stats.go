@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/engine"
 )
 
 // Line is the JSON line of one workload in one mode (see the package
@@ -120,8 +120,8 @@ func gbps(payload uint64, d time.Duration) float64 {
 // series collects the repetitions of one workload in one mode.
 type series struct {
 	mode      Mode
-	traces    []verbs.Trace
-	chosen    map[verbs.Mode]int
+	traces    []engine.Trace
+	chosen    map[engine.Mode]int
 	fallbacks int
 	errors    int
 	firstErr  error
@@ -134,11 +134,11 @@ type series struct {
 	verified  int
 }
 
-func newSeries(m Mode) *series { return &series{mode: m, chosen: map[verbs.Mode]int{}} }
+func newSeries(m Mode) *series { return &series{mode: m, chosen: map[engine.Mode]int{}} }
 
 // add records one operation's outcome (measured or not: errors, staging
 // and fallbacks count always; times only when measured).
-func (s *series) add(res verbs.Result, err error, measured bool) {
+func (s *series) add(res engine.Result, err error, measured bool) {
 	if err != nil {
 		s.errors++
 		if s.firstErr == nil {
@@ -146,7 +146,7 @@ func (s *series) add(res verbs.Result, err error, measured bool) {
 		}
 		return
 	}
-	if res.Fallback != verbs.FallbackNone {
+	if res.Fallback != engine.FallbackNone {
 		s.fallbacks++
 	}
 	t := res.Trace
@@ -166,7 +166,7 @@ func (s *series) add(res verbs.Result, err error, measured bool) {
 // first.
 func (s *series) chosenName() string {
 	type kv struct {
-		m verbs.Mode
+		m engine.Mode
 		n int
 	}
 	var ks []kv
@@ -191,22 +191,22 @@ func (s *series) line(w *Workload, transport, ownerKind string, seed uint64) Lin
 	if len(s.traces) == 0 {
 		return l
 	}
-	pick := func(f func(*verbs.Trace) time.Duration) []time.Duration {
+	pick := func(f func(*engine.Trace) time.Duration) []time.Duration {
 		out := make([]time.Duration, len(s.traces))
 		for i := range s.traces {
 			out[i] = f(&s.traces[i])
 		}
 		return out
 	}
-	total := pick(func(t *verbs.Trace) time.Duration { return t.Total })
+	total := pick(func(t *engine.Trace) time.Duration { return t.Total })
 	p50 := quantile(total, 0.5)
 	l.P50Ms, l.P95Ms = ms(p50), ms(quantile(total, 0.95))
 	l.GoodputGbps = gbps(w.Payload(), p50)
-	l.WindowGbps = gbps(w.Payload(), quantile(pick(func(t *verbs.Trace) time.Duration { return t.Window }), 0.5))
-	l.PlanMs = ms(quantile(pick(func(t *verbs.Trace) time.Duration { return t.Plan }), 0.5))
-	l.ControlMs = ms(quantile(pick(func(t *verbs.Trace) time.Duration { return t.Control }), 0.5))
-	l.DecodeMs = ms(quantile(pick(func(t *verbs.Trace) time.Duration { return t.Decode }), 0.5))
-	l.PackMs = ms(quantile(pick(func(t *verbs.Trace) time.Duration { return t.Pack }), 0.5))
-	l.CompleteMs = ms(quantile(pick(func(t *verbs.Trace) time.Duration { return t.Complete }), 0.5))
+	l.WindowGbps = gbps(w.Payload(), quantile(pick(func(t *engine.Trace) time.Duration { return t.Window }), 0.5))
+	l.PlanMs = ms(quantile(pick(func(t *engine.Trace) time.Duration { return t.Plan }), 0.5))
+	l.ControlMs = ms(quantile(pick(func(t *engine.Trace) time.Duration { return t.Control }), 0.5))
+	l.DecodeMs = ms(quantile(pick(func(t *engine.Trace) time.Duration { return t.Decode }), 0.5))
+	l.PackMs = ms(quantile(pick(func(t *engine.Trace) time.Duration { return t.Pack }), 0.5))
+	l.CompleteMs = ms(quantile(pick(func(t *engine.Trace) time.Duration { return t.Complete }), 0.5))
 	return l
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/structobj"
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
@@ -67,7 +69,7 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 	// clients.
 	type namedEngine struct {
 		who string
-		e   *verbs.Engine
+		e   *engine.Engine
 	}
 	var engines []namedEngine
 	defer func() {
@@ -77,7 +79,7 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 		}
 	}()
 	newClient := func(who string, cc structobj.ClientConfig) (*structobj.Client, error) {
-		e, err := verbs.NewEngine(verbs.EngineConfig{})
+		e, err := engine.New(engine.Config{})
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
@@ -86,8 +88,8 @@ func copyPlan(n uint64) *planfmt.Plan {
 // directCopy moves n bytes between s.verify and the scratch window at
 // remoteOff with one direct operation.
 func (s *session) directCopy(ctx context.Context, dir verbs.Op, remoteOff, n uint64) error {
-	res, err := s.eng.Do(ctx, &verbs.ScatterOp{Conn: s.conn, Dir: dir, Remote: s.scratch, RemoteOff: remoteOff,
-		Local: s.verify, Plan: copyPlan(n), Mode: verbs.ModeDirect})
+	res, err := s.eng.Do(ctx, &engine.ScatterOp{Conn: s.conn, Dir: dir, Remote: s.scratch, RemoteOff: remoteOff,
+		Local: s.verify, Plan: copyPlan(n), Mode: engine.ModeDirect})
 	if err != nil {
 		return fmt.Errorf("scatterbench: verification %s of %d bytes: %w", dir, n, err)
 	}

@@ -6,10 +6,10 @@
 // workloads over verbs/tcp:
 //
 //   - verbs-direct-read, verbs-direct-write, verbs-gather-read,
-//     verbs-gather-write: one verbs.Engine scatter operation (ModeDirect or
+//     verbs-gather-write: one engine.Engine scatter operation (ModeDirect or
 //     ModeGather forced) of a ranges plan of a few thousand fragments of
 //     48-264 bytes and two or three of 128-512 KiB, against an owner with a
-//     Segment, a verbs.GatherService and bufferpool staging (and requester
+//     Segment, a gather.Service and bufferpool staging (and requester
 //     staging, exposed, for WRITE gather);
 //   - engram-lookup: a remote engram.Store lookup of a few thousand
 //     264-byte rows from a Store.Serve owner (rows are one size, so this

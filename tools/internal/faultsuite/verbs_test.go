@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/gather"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
@@ -19,14 +23,14 @@ import (
 // verbsKind is one of the four verbs rows.
 type verbsKind struct {
 	dir  verbs.Op
-	mode verbs.Mode
+	mode engine.Mode
 }
 
 var (
-	verbsDirectRead  = verbsKind{verbs.OpRead, verbs.ModeDirect}
-	verbsDirectWrite = verbsKind{verbs.OpWrite, verbs.ModeDirect}
-	verbsGatherRead  = verbsKind{verbs.OpRead, verbs.ModeGather}
-	verbsGatherWrite = verbsKind{verbs.OpWrite, verbs.ModeGather}
+	verbsDirectRead  = verbsKind{verbs.OpRead, engine.ModeDirect}
+	verbsDirectWrite = verbsKind{verbs.OpWrite, engine.ModeDirect}
+	verbsGatherRead  = verbsKind{verbs.OpRead, engine.ModeGather}
+	verbsGatherWrite = verbsKind{verbs.OpWrite, engine.ModeGather}
 )
 
 // Geometry of the verbs rows: the owner's table is srcBytes of READ
@@ -46,10 +50,10 @@ type verbsRig struct {
 	owner, req   verbs.Transport
 	table        *verbs.Region // srcBytes + windows*windowBytes
 	seg          verbs.Segment
-	ownerStaging *verbs.Staging
-	svc          *verbs.GatherService
+	ownerStaging *staging.Staging
+	svc          *gather.Service
 	local        *verbs.Region // READ: windows; WRITE: srcBytes of source
-	reqStaging   *verbs.Staging
+	reqStaging   *staging.Staging
 	windows      int
 	next         int
 }
@@ -66,9 +70,9 @@ func startVerbs(kind verbsKind) func(t *testing.T, r *rand.Rand) rig {
 		exports := []verbs.Export{{Name: "table", Region: g.table}}
 		g.seg, err = g.owner.Listen("127.0.0.1:0", exports, verbs.ListenOptions{})
 		require.NoError(t, err)
-		g.ownerStaging, err = verbs.NewStaging(g.owner, bufferpool.Config{Budget: 8 << 20, MinSlot: 64 << 10, NoHugePages: true}, verbs.AccessLocal)
+		g.ownerStaging, err = staging.New(g.owner, bufferpool.Config{Budget: 8 << 20, MinSlot: 64 << 10, NoHugePages: true}, verbs.AccessLocal)
 		require.NoError(t, err)
-		g.svc, err = verbs.NewGatherService(verbs.ServiceConfig{Segment: g.seg, Exports: exports, Staging: g.ownerStaging,
+		g.svc, err = gather.NewService(gather.Config{Segment: g.seg, Exports: exports, Staging: g.ownerStaging,
 			Calibration: &testCalibration, PackWorkers: 2})
 		require.NoError(t, err)
 		localBytes := g.windows * windowBytes
@@ -78,7 +82,7 @@ func startVerbs(kind verbsKind) func(t *testing.T, r *rand.Rand) rig {
 		g.local, err = g.req.Alloc(localBytes, verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
 		require.NoError(t, err)
 		if kind.dir == verbs.OpWrite {
-			g.reqStaging, err = verbs.NewStaging(g.req, bufferpool.Config{Budget: 8 << 20, MinSlot: 64 << 10, NoHugePages: true},
+			g.reqStaging, err = staging.New(g.req, bufferpool.Config{Budget: 8 << 20, MinSlot: 64 << 10, NoHugePages: true},
 				verbs.AccessLocal|verbs.AccessRemoteRead)
 			require.NoError(t, err)
 		}
@@ -131,7 +135,7 @@ func (g *verbsRig) run(r *rand.Rand, addr string, h *hooks) (opErr, checkErr err
 	if p.DstExtent > windowBytes {
 		return nil, fmt.Errorf("faultsuite: plan of %d bytes exceeds a window", p.DstExtent)
 	}
-	op := &verbs.ScatterOp{Dir: g.kind.dir, Plan: p, Mode: g.kind.mode, Local: g.local}
+	op := &engine.ScatterOp{Dir: g.kind.dir, Plan: p, Mode: g.kind.mode, Local: g.local}
 	var dst, want []byte
 	if g.kind.dir == verbs.OpRead {
 		op.LocalOff = uint64(slot * windowBytes)
@@ -149,7 +153,7 @@ func (g *verbsRig) run(r *rand.Rand, addr string, h *hooks) (opErr, checkErr err
 	setup, cancel := context.WithTimeout(context.Background(), SetupWait)
 	defer cancel()
 	opts := verbs.ConnectOptions{Lanes: lanes, Link: testLink, Expose: []verbs.Export{{Name: "dst", Region: g.local}}}
-	ecfg := verbs.EngineConfig{Calibration: &testCalibration}
+	ecfg := engine.Config{Calibration: &testCalibration}
 	if g.reqStaging != nil {
 		opts.Expose = append(opts.Expose, g.reqStaging.Export("staging"))
 		ecfg.Staging = g.reqStaging
@@ -158,7 +162,7 @@ func (g *verbsRig) run(r *rand.Rand, addr string, h *hooks) (opErr, checkErr err
 	if err != nil {
 		return nil, fmt.Errorf("faultsuite: connect %s: %w", addr, err)
 	}
-	eng, err := verbs.NewEngine(ecfg)
+	eng, err := engine.New(ecfg)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("faultsuite: engine: %w", err), conn.Close())
 	}
@@ -180,7 +184,7 @@ func (g *verbsRig) run(r *rand.Rand, addr string, h *hooks) (opErr, checkErr err
 	if err != nil {
 		return err, nil
 	}
-	if res.Mode != g.kind.mode && res.Fallback == verbs.FallbackNone {
+	if res.Mode != g.kind.mode && res.Fallback == engine.FallbackNone {
 		return nil, fmt.Errorf("faultsuite: ran %v, forced %v, no fallback", res.Mode, g.kind.mode)
 	}
 	return nil, diffBytes(fmt.Sprintf("%v %v destination (ran %v, fallback %v)", g.kind.mode, g.kind.dir, res.Mode, res.Fallback), dst, want)

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/gather"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/planfmt"
@@ -195,7 +197,7 @@ func (g *rowGatherer) gather(ctx context.Context) error {
 		return err
 	}
 	clear(g.r.local.Bytes())
-	if _, err := g.r.conn.Call(ctx, verbs.MethodGather, g.req, nil); err != nil {
+	if _, err := g.r.conn.Call(ctx, gather.MethodGather, g.req, nil); err != nil {
 		return fmt.Errorf("gather of %d rows: %w", g.n, err)
 	}
 	got := g.r.local.Bytes()
@@ -322,9 +324,9 @@ func TestMemoryAttackBounded(t *testing.T) {
 		require.NoError(t, good.gather(ctx), "warm-up")
 	}
 	baseline := own.rss(t)
-	bound := baseline + verbs.DefaultMemoryBudget
+	bound := baseline + gather.DefaultMemoryBudget
 	t.Logf("baseline %s; bound during the attack %s (baseline + the gather service's %s memory budget)",
-		units.FormatBytes(baseline), units.FormatBytes(bound), units.FormatBytes(verbs.DefaultMemoryBudget))
+		units.FormatBytes(baseline), units.FormatBytes(bound), units.FormatBytes(gather.DefaultMemoryBudget))
 
 	// Every attacker's commands name its own exposed region, so each is
 	// encoded for its connection (sharing one slice of empty ranges).
@@ -395,7 +397,7 @@ func TestMemoryAttackBounded(t *testing.T) {
 					// A call must be answered: one that is not within
 					// 20 s fails the test as not refused.
 					callCtx, cancel := context.WithTimeout(attackCtx, 20*time.Second)
-					_, err := a.r.conn.Call(callCtx, verbs.MethodGather, c.cmd, nil)
+					_, err := a.r.conn.Call(callCtx, gather.MethodGather, c.cmd, nil)
 					cancel()
 					switch {
 					case attackCtx.Err() != nil:

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/scatterkit/scatterkit/verbs/gather"
+	"github.com/scatterkit/scatterkit/verbs/staging"
+
 	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
@@ -28,8 +31,8 @@ type Owner struct {
 	scratch *verbs.Region
 	exports []verbs.Export
 	seg     verbs.Segment
-	staging *verbs.Staging
-	svc     *verbs.GatherService
+	staging *staging.Staging
+	svc     *gather.Service
 	ctl     *control
 	reg     discovery.Registration
 
@@ -68,7 +71,7 @@ type Report struct {
 	LeakedLeases int
 	Leak         string
 	// Service holds the gather service's counters.
-	Service verbs.ServiceStats
+	Service gather.Stats
 	// StagingPeak is the most staging bytes in use at once.
 	StagingPeak int64
 }
@@ -123,11 +126,11 @@ func Start(ctx context.Context, cfg Config) (o *Owner, err error) {
 	if err != nil {
 		return o, fmt.Errorf("owner: listen: %w", err)
 	}
-	o.staging, err = verbs.NewStaging(o.tr, bufferpool.Config{Budget: int(cfg.StagingBytes), Prefault: true}, verbs.AccessLocal)
+	o.staging, err = staging.New(o.tr, bufferpool.Config{Budget: int(cfg.StagingBytes), Prefault: true}, verbs.AccessLocal)
 	if err != nil {
 		return o, fmt.Errorf("owner: staging: %w", err)
 	}
-	o.svc, err = verbs.NewGatherService(verbs.ServiceConfig{Segment: o.seg, Exports: o.exports, Staging: o.staging,
+	o.svc, err = gather.NewService(gather.Config{Segment: o.seg, Exports: o.exports, Staging: o.staging,
 		MaxSlots: cfg.StagingSlots, PackWorkers: cfg.PackWorkers, ParallelMin: cfg.ParallelMin,
 		ProgressTimeout: cfg.ProgressTimeout})
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/planfmt"
@@ -159,13 +161,13 @@ func TestServeGenerated(t *testing.T) {
 			require.Contains(t, ce.Message, "not loaded")
 
 			// The gather service answers an engine's gather READ.
-			eng, err := verbs.NewEngine(verbs.EngineConfig{})
+			eng, err := engine.New(engine.Config{})
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, eng.Close()) })
 			gp := rowsPlan(r, size, 3000, 264)
-			res, err := eng.Do(testContext(t), &verbs.ScatterOp{Conn: q.conn, Dir: verbs.OpRead, Remote: table, Local: q.local, Plan: gp, Mode: verbs.ModeGather})
+			res, err := eng.Do(testContext(t), &engine.ScatterOp{Conn: q.conn, Dir: verbs.OpRead, Remote: table, Local: q.local, Plan: gp, Mode: engine.ModeGather})
 			require.NoError(t, err)
-			require.Equal(t, verbs.ModeGather, res.Mode, "fallback %v: %v", res.Fallback, res.FallbackErr)
+			require.Equal(t, engine.ModeGather, res.Mode, "fallback %v: %v", res.Fallback, res.FallbackErr)
 			for i, id := range gp.Rows.IDs32 {
 				require.Equal(t, -1, pattern.Check(q.local.Bytes()[i*264:(i+1)*264], seed, uint64(id)*264), "row %d", i)
 			}

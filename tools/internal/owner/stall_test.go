@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/gather"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/planfmt"
-	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/faultproxy"
 )
 
@@ -48,7 +49,7 @@ func stuckGathers(t *testing.T, ctx context.Context, o *Owner, n int) (wait func
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			_, err := r.conn.Call(ctx, verbs.MethodGather, cmd, nil)
+			_, err := r.conn.Call(ctx, gather.MethodGather, cmd, nil)
 			require.Error(t, err, "a gather whose WRITEs never arrive succeeded")
 		})
 	}
@@ -73,7 +74,7 @@ func TestStuckRequesterReleasesStaging(t *testing.T) {
 	require.GreaterOrEqual(t, st.Stalled, uint64(1))
 
 	good := connect(t, TransportTCP, o.Info().Addr, 64<<20)
-	_, err := good.conn.Call(testContext(t), verbs.MethodGather, gatherCmd(t, o, good, 20_000), nil)
+	_, err := good.conn.Call(testContext(t), gather.MethodGather, gatherCmd(t, o, good, 20_000), nil)
 	require.NoError(t, err, "another requester's gather after the stuck one was evicted")
 	cancel()
 	wait()

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/scatterkit/scatterkit/verbs/engine"
+
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/tools/cmd/scatterprof/internal/probe"
 	"github.com/scatterkit/scatterkit/tools/cmd/scatterprof/internal/report"
@@ -181,7 +183,7 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 	if !ok {
 		return res, errors.New("scatterprof bench: the owner exports no table")
 	}
-	eng, err := verbs.NewEngine(verbs.EngineConfig{})
+	eng, err := engine.New(engine.Config{})
 	if err != nil {
 		return res, err
 	}
@@ -193,8 +195,8 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 	if err != nil {
 		return res, err
 	}
-	do := func() (verbs.Result, error) {
-		return eng.Do(ctx, &verbs.ScatterOp{Conn: conn, Dir: verbs.OpRead, Plan: plan, Remote: table, Local: dst})
+	do := func() (engine.Result, error) {
+		return eng.Do(ctx, &engine.ScatterOp{Conn: conn, Dir: verbs.OpRead, Plan: plan, Remote: table, Local: dst})
 	}
 	for range c.Warmup {
 		if _, err := do(); err != nil {
@@ -202,7 +204,7 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 		}
 	}
 
-	var off, on []verbs.Trace
+	var off, on []engine.Trace
 	var attached report.Snapshot // summed deltas of the attached blocks
 	var chosen = map[string]int{}
 	// Both sides read the maps before and after their block, so they differ
@@ -292,19 +294,19 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 var traceStages = []struct {
 	st    stage.Stage
 	field string
-	get   func(*verbs.Trace) time.Duration
+	get   func(*engine.Trace) time.Duration
 }{
-	{stage.Plan, "plan", func(t *verbs.Trace) time.Duration { return t.Plan }},
-	{stage.Control, "call", func(t *verbs.Trace) time.Duration { return t.Call }},
-	{stage.Decode, "decode", func(t *verbs.Trace) time.Duration { return t.Decode }},
-	{stage.Pack, "pack", func(t *verbs.Trace) time.Duration { return t.Pack }},
-	{stage.Scatter, "scatter", func(t *verbs.Trace) time.Duration { return t.Scatter }},
-	{stage.Complete, "complete", func(t *verbs.Trace) time.Duration { return t.Complete }},
+	{stage.Plan, "plan", func(t *engine.Trace) time.Duration { return t.Plan }},
+	{stage.Control, "call", func(t *engine.Trace) time.Duration { return t.Call }},
+	{stage.Decode, "decode", func(t *engine.Trace) time.Duration { return t.Decode }},
+	{stage.Pack, "pack", func(t *engine.Trace) time.Duration { return t.Pack }},
+	{stage.Scatter, "scatter", func(t *engine.Trace) time.Duration { return t.Scatter }},
+	{stage.Complete, "complete", func(t *engine.Trace) time.Duration { return t.Complete }},
 }
 
 // compareShares puts each stage's summed time over the summed operation
 // time, by the profiler and by the traces of the same operations.
-func compareShares(s *report.Snapshot, traces []verbs.Trace) []ShareCompare {
+func compareShares(s *report.Snapshot, traces []engine.Trace) []ShareCompare {
 	var total time.Duration
 	for i := range traces {
 		total += traces[i].Total
@@ -351,7 +353,7 @@ func addSnapshot(dst, d *report.Snapshot) {
 	c.StoreErrors += e.StoreErrors
 }
 
-func medianTotal(ts []verbs.Trace) time.Duration {
+func medianTotal(ts []engine.Trace) time.Duration {
 	d := make([]time.Duration, len(ts))
 	for i := range ts {
 		d[i] = ts[i].Total
