@@ -518,10 +518,10 @@ func TestOwnerExpiry(t *testing.T) {
 		// A call of the evicted connection that was already running is
 		// told the reservation expired.
 		m := proto.CommitRequest{ID: res.ID, Key: []byte("late"), Manifest: bytesManifest(t, 10, "")}
-		_, err = o.serveCommit(testContext(t), connPeer{id: conn}, m.Append(nil), nil)
+		_, err = o.handlers()[MethodCommit](testContext(t), connPeer{id: conn}, m.Append(nil), nil)
 		require.ErrorIs(t, err, ErrExpired)
 		am := proto.IDRequest{Method: MethodAbort, ID: res.ID}
-		_, err = o.serveAbort(testContext(t), connPeer{id: conn}, am.Append(nil), nil)
+		_, err = o.handlers()[MethodAbort](testContext(t), connPeer{id: conn}, am.Append(nil), nil)
 		require.ErrorIs(t, err, ErrExpired)
 		c = newTestClient(t, b, o.Addr())
 		_, err = c.open("late")
