@@ -289,24 +289,14 @@ func NewClient(cfg ClientConfig) (c *Client, err error) {
 	case cfg.StagingWait < 0:
 		return bad("StagingWait", "negative")
 	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = DefaultNamespace
-	}
+	cfg.Namespace = cmp.Or(cfg.Namespace, DefaultNamespace)
 	if err := discovery.ValidateName(RecordPrefix + cfg.Namespace); err != nil {
 		return bad("Namespace", "%q: %v", cfg.Namespace, err)
 	}
-	if cfg.ChunkBytes == 0 {
-		cfg.ChunkBytes = DefaultChunkBytes
-	}
-	if cfg.InFlight == 0 {
-		cfg.InFlight = DefaultInFlight
-	}
-	if cfg.StagingWait == 0 {
-		cfg.StagingWait = DefaultStagingWait
-	}
-	if cfg.SmallBytes == 0 {
-		cfg.SmallBytes = DefaultSmallBytes
-	}
+	cfg.ChunkBytes = cmp.Or(cfg.ChunkBytes, DefaultChunkBytes)
+	cfg.InFlight = cmp.Or(cfg.InFlight, DefaultInFlight)
+	cfg.StagingWait = cmp.Or(cfg.StagingWait, DefaultStagingWait)
+	cfg.SmallBytes = cmp.Or(cfg.SmallBytes, DefaultSmallBytes)
 	if cfg.PoolBytes > 0 {
 		if cfg.PoolBytes/2 < MinChunkBytes {
 			return bad("PoolBytes", "%d, want at least %d", cfg.PoolBytes, 2*MinChunkBytes)

@@ -1,6 +1,7 @@
 package structobj
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,9 +110,7 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 	case c.MaxReservations < 0 || c.MaxHolds < 0 || c.MaxObjects < 0 || c.GatherStagingBytes < 0 || c.PackWorkers < 0:
 		return bad("Max*/GatherStagingBytes/PackWorkers", "negative")
 	}
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
+	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
 	if err := discovery.ValidateName(RecordPrefix + c.Namespace); err != nil {
 		return bad("Namespace", "%q: %v", c.Namespace, err)
 	}
@@ -126,27 +125,13 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 	if c.Directory != nil && c.TransportName == "" {
 		return bad("TransportName", "needed to publish records of a %T", c.Transport)
 	}
-	if c.ReserveTTL == 0 {
-		c.ReserveTTL = DefaultReserveTTL
-	}
-	if c.HoldTTL == 0 {
-		c.HoldTTL = DefaultHoldTTL
-	}
-	if c.MaxInline == 0 {
-		c.MaxInline = DefaultMaxInline
-	}
-	if c.MaxReservations == 0 {
-		c.MaxReservations = DefaultMaxReservations
-	}
-	if c.MaxHolds == 0 {
-		c.MaxHolds = DefaultMaxHolds
-	}
-	if c.MaxObjects == 0 {
-		c.MaxObjects = DefaultMaxObjects
-	}
-	if c.PackWorkers == 0 {
-		c.PackWorkers = min(runtime.GOMAXPROCS(0), 8)
-	}
+	c.ReserveTTL = cmp.Or(c.ReserveTTL, DefaultReserveTTL)
+	c.HoldTTL = cmp.Or(c.HoldTTL, DefaultHoldTTL)
+	c.MaxInline = cmp.Or(c.MaxInline, DefaultMaxInline)
+	c.MaxReservations = cmp.Or(c.MaxReservations, DefaultMaxReservations)
+	c.MaxHolds = cmp.Or(c.MaxHolds, DefaultMaxHolds)
+	c.MaxObjects = cmp.Or(c.MaxObjects, DefaultMaxObjects)
+	c.PackWorkers = cmp.Or(c.PackWorkers, min(runtime.GOMAXPROCS(0), 8))
 	if c.Now == nil {
 		c.Now = time.Now
 	}
