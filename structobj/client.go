@@ -16,8 +16,6 @@ import (
 	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
-	"github.com/scatterkit/scatterkit/verbs/shm"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
 // Defaults of ClientConfig fields left zero.
@@ -214,7 +212,7 @@ type Client struct {
 	lim      Limits
 	wlim     proto.Limits
 	prefix   string // RecordPrefix + namespace + "/"
-	trName   string // "shm", "tcp" or "" (unknown backend)
+	trName   string // cfg.Transport.Name() ("": records of any transport)
 	eng      *verbs.Engine
 	ownEng   bool
 	stage    *verbs.Staging
@@ -308,14 +306,9 @@ func NewClient(cfg ClientConfig) (c *Client, err error) {
 		lim:    cfg.Limits.withDefaults(),
 		wlim:   proto.Limits{Manifest: MaxManifestBytes, Inline: MaxInlineLimit},
 		prefix: RecordPrefix + cfg.Namespace + "/",
+		trName: cfg.Transport.Name(),
 		chunk:  uint64(cfg.ChunkBytes),
 		conns:  make(map[string]*ownerConn),
-	}
-	switch cfg.Transport.(type) {
-	case *shm.Transport:
-		c.trName = "shm"
-	case *tcp.Transport:
-		c.trName = "tcp"
 	}
 	defer func() {
 		if err != nil {

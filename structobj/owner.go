@@ -15,8 +15,6 @@ import (
 	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
-	"github.com/scatterkit/scatterkit/verbs/shm"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
 // Defaults of OwnerConfig fields left zero.
@@ -47,8 +45,8 @@ type OwnerConfig struct {
 	// does not close it).
 	Transport verbs.Transport
 	// TransportName is the Transport field of published records. Empty
-	// means "shm" or "tcp" for those backends' transports; another
-	// backend must set it when Directory is set.
+	// means Transport.Name(); with a Directory, a transport whose Name is
+	// empty must set it.
 	TransportName string
 	// Addr is where the segment listens (see Transport.Listen).
 	Addr string
@@ -114,14 +112,7 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 	if err := discovery.ValidateName(RecordPrefix + c.Namespace); err != nil {
 		return bad("Namespace", "%q: %v", c.Namespace, err)
 	}
-	if c.TransportName == "" {
-		switch c.Transport.(type) {
-		case *shm.Transport:
-			c.TransportName = "shm"
-		case *tcp.Transport:
-			c.TransportName = "tcp"
-		}
-	}
+	c.TransportName = cmp.Or(c.TransportName, c.Transport.Name())
 	if c.Directory != nil && c.TransportName == "" {
 		return bad("TransportName", "needed to publish records of a %T", c.Transport)
 	}

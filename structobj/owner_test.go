@@ -794,11 +794,15 @@ func TestOwnerClose(t *testing.T) {
 	})
 }
 
+// namelessTransport is a transport of a backend without a name.
+type namelessTransport struct{ verbs.Transport }
+
+func (namelessTransport) Name() string { return "" }
+
 func TestNewOwnerConfig(t *testing.T) {
 	checkLeaks(t)
 	tr := tcp.New(tcp.Config{})
 	t.Cleanup(func() { require.NoError(t, tr.Close()) })
-	type fakeTransport struct{ verbs.Transport }
 	cases := []struct {
 		name string
 		cfg  OwnerConfig
@@ -812,7 +816,7 @@ func TestNewOwnerConfig(t *testing.T) {
 		{"long TTL", OwnerConfig{Transport: tr, ArenaBytes: 1, HoldTTL: MaxTTL + 1}},
 		{"inline too large", OwnerConfig{Transport: tr, ArenaBytes: 1, MaxInline: MaxInlineLimit + 1}},
 		{"negative limit", OwnerConfig{Transport: tr, ArenaBytes: 1, MaxHolds: -1}},
-		{"unknown transport name", OwnerConfig{Transport: fakeTransport{tr}, ArenaBytes: 1, Directory: discovery.NewMemory()}},
+		{"unknown transport name", OwnerConfig{Transport: namelessTransport{tr}, ArenaBytes: 1, Directory: discovery.NewMemory()}},
 	}
 	for _, c := range cases {
 		_, err := NewOwner(c.cfg)
