@@ -88,3 +88,19 @@ func Example_engramRead() {
 	//   run dst=0 len=792 from stream offset 0
 	//   run dst=1056 len=1056 from stream offset 792
 }
+
+// RadixSort orders elements by a uint64 field, stably, in O(N) and
+// without allocating: the caller supplies the second buffer and reads
+// the result from whichever buffer the sort returns.
+func ExampleRadixSort() {
+	rs := []planfmt.Range{{Src: 0, Dst: 300, Len: 10}, {Src: 10, Dst: 0, Len: 10}, {Src: 20, Dst: 100, Len: 10}}
+	tmp := make([]planfmt.Range, len(rs))
+	sorted := planfmt.RadixSort(rs, tmp, func(r *planfmt.Range) *uint64 { return &r.Dst })
+	for _, r := range sorted {
+		fmt.Println(r.Src, r.Dst, r.Len)
+	}
+	// Output:
+	// 10 0 10
+	// 20 100 10
+	// 0 300 10
+}

@@ -512,9 +512,12 @@ func (n *Normalized) addSpan(s Span) {
 // dstSpan is a carrying range's destination bytes [dst, end).
 type dstSpan struct{ dst, end uint64 }
 
+// spanDst is RadixSort's key of a dstSpan: its start.
+func spanDst(s *dstSpan) *uint64 { return &s.dst }
+
 // checkRangeOverlap sorts the destinations of the carrying ranges and checks
 // neighbours: with starts sorted, some pair overlaps exactly when a range
-// starts before the furthest end seen so far. The sort is radixSortSpans, so
+// starts before the furthest end seen so far. The sort is RadixSort, so
 // an owner facing a hostile, shuffled plan still spends O(N).
 func (n *Normalized) checkRangeOverlap(rs []Range, carrying int) error {
 	a := grow(n.sortA, carrying)[:0]
@@ -524,7 +527,7 @@ func (n *Normalized) checkRangeOverlap(rs []Range, carrying int) error {
 		}
 	}
 	n.sortA, n.sortB = a, grow(n.sortB, carrying)
-	sorted := radixSortSpans(a, n.sortB)
+	sorted := RadixSort(a, n.sortB, spanDst)
 	far := sorted[0]
 	for _, s := range sorted[1:] {
 		if s.dst < far.end {
@@ -551,42 +554,6 @@ func overlapBetween(rs []Range, a, b dstSpan) error {
 	i := find(a, -1)
 	j := find(b, i)
 	return &OverlapError{First: i, Second: j, FirstDst: a.dst, FirstLen: a.end - a.dst, SecondDst: b.dst, SecondLen: b.end - b.dst}
-}
-
-// radixSortSpans sorts a by dst with a stable least-significant-digit radix
-// sort over 8-bit digits, using tmp (len(tmp) >= len(a)) as the second
-// buffer, and returns whichever buffer holds the result. Digits in which all
-// keys agree are skipped: keys that differ only in their low 24 bits take 3
-// passes; 8 at most.
-func radixSortSpans(a, tmp []dstSpan) []dstSpan {
-	or, and := uint64(0), ^uint64(0)
-	for _, s := range a {
-		or, and = or|s.dst, and&s.dst
-	}
-	diff := or ^ and
-	src, dst := a, tmp[:len(a)]
-	var count [256]int
-	for shift := 0; shift < 64; shift += 8 {
-		if (diff>>shift)&0xff == 0 {
-			continue
-		}
-		clear(count[:])
-		for _, s := range src {
-			count[byte(s.dst>>shift)]++
-		}
-		sum := 0
-		for i, c := range count {
-			count[i] = sum
-			sum += c
-		}
-		for _, s := range src {
-			d := byte(s.dst >> shift)
-			dst[count[d]] = s
-			count[d]++
-		}
-		src, dst = dst, src
-	}
-	return src
 }
 
 // ForEachSpan calls fn for every coalesced span in plan order (completion

@@ -433,7 +433,7 @@ func TestRadixSortSpans(t *testing.T) {
 		}
 		want := slices.Clone(a)
 		slices.SortStableFunc(want, func(x, y dstSpan) int { return stdcmp.Compare(x.dst, y.dst) })
-		got := radixSortSpans(slices.Clone(a), make([]dstSpan, n))
+		got := RadixSort(slices.Clone(a), make([]dstSpan, n), spanDst)
 		require.Equal(t, want, got, "round %d", round)
 	}
 }
