@@ -35,7 +35,7 @@ func Example_engramRead() {
 		fmt.Println(err)
 		return
 	}
-	g := norm.Geometry()
+	g := norm.Summary()
 	fmt.Printf("payload %d B in %d rows (%d skipped): %d spans, %d destination runs\n",
 		g.Bytes, g.Fragments, g.Skipped, g.Spans, g.Runs)
 	norm.ForEachSpan(func(src, dst, n uint64) bool {
