@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,8 +14,8 @@ import (
 	"github.com/scatterkit/scatterkit/tools/internal/netns"
 	"github.com/scatterkit/scatterkit/tools/internal/units"
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/shm"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
+	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
 // Owner placements.
@@ -113,16 +114,16 @@ func (b bytesValue) Set(s string) error {
 // rejection is a *FlagError wrapping ErrUsage, or flag.ErrHelp.
 func Parse(args []string, out io.Writer) (Config, error) {
 	var (
-		c                      Config
-		transports, modes, wls string
-		fragSize, largeSize    int64
-		frags, largeCount      int
-		src, dst, dir          string
-		seed                   string
+		c                         Config
+		transportList, modes, wls string
+		fragSize, largeSize       int64
+		frags, largeCount         int
+		src, dst, dir             string
+		seed                      string
 	)
 	fs := flag.NewFlagSet("scatterbench", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&transports, "transport", "", "transports, comma-separated: tcp, shm (default: tcp, plus many-small over shm)")
+	fs.StringVar(&transportList, "transport", "", "transports, comma-separated: tcp, shm (default: tcp, plus many-small over shm)")
 	fs.StringVar(&c.Owner, "owner", OwnerProcess, "where the owner runs: inproc, process (this binary re-executed), netns (a network namespace over veth; root)")
 	fs.StringVar(&c.TBF, "tbf", "", "with -owner netns: shape the veth with tc tbf at this rate (e.g. 1gbit)")
 	fs.StringVar(&modes, "mode", "all", "modes, comma-separated: direct, gather, adaptive, hybrid; all = direct,gather,adaptive")
@@ -251,15 +252,16 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	}
 
 	// Passes.
-	c.DefaultPasses = transports == "" && wls == "" && !custom
+	c.DefaultPasses = transportList == "" && wls == "" && !custom
 	var ts []string
-	if transports == "" {
+	if transportList == "" {
 		ts = []string{"tcp"}
 	} else {
-		for _, t := range strings.Split(transports, ",") {
+		for _, t := range strings.Split(transportList, ",") {
 			t = strings.TrimSpace(t)
-			if t != "tcp" && t != "shm" {
-				return c, &FlagError{Flag: "-transport", Value: t, Reason: "want tcp or shm"}
+			var unknown *transports.UnknownError
+			if errors.As(transports.Check(t), &unknown) {
+				return c, &FlagError{Flag: "-transport", Value: t, Reason: unknown.Want()}
 			}
 			if c.Owner == OwnerNetns && t == "shm" {
 				return c, &FlagError{Flag: "-transport", Value: t, Reason: "shm connects processes of one host through a Unix socket, not over the veth: use tcp with -owner netns"}
@@ -310,9 +312,22 @@ func parseModes(s string) ([]Mode, error) {
 
 // newTransport returns a transport of the named kind ("tcp" or "shm") as
 // the configuration asks.
-func (c *Config) newTransport(kind string) verbs.Transport {
-	if kind == "shm" {
-		return shm.New(shm.Config{})
+func (c *Config) newTransport(kind string) (verbs.Transport, error) {
+	tr, err := transports.New(kind, transports.Config{TCP: tcp.Config{NoChecksums: c.TCPNoChecksums}})
+	if err != nil {
+		return nil, fmt.Errorf("scatterbench: %w", err)
 	}
-	return tcp.New(tcp.Config{NoChecksums: c.TCPNoChecksums})
+	return tr, nil
+}
+
+// newTransportPair returns two transports of the named kind, an owner's
+// and a requester's for a pass run in this process.
+func (c *Config) newTransportPair(kind string) (owner, req verbs.Transport, err error) {
+	if owner, err = c.newTransport(kind); err != nil {
+		return nil, nil, err
+	}
+	if req, err = c.newTransport(kind); err != nil {
+		return nil, nil, errors.Join(err, owner.Close())
+	}
+	return owner, req, nil
 }

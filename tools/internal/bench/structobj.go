@@ -47,8 +47,10 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 	if n < structObjSelectEvery || size < 1 {
 		return res, &FlagError{Flag: "-workloads", Value: w.Name, Reason: "a structobj workload needs at least 8 members"}
 	}
-	newT := func() verbs.Transport { return c.newTransport(transport) }
-	ownerT, clientT := newT(), newT()
+	ownerT, clientT, err := c.newTransportPair(transport)
+	if err != nil {
+		return res, err
+	}
 	defer func() { err = errors.Join(err, clientT.Close(), ownerT.Close()) }()
 	payload := n * size
 	cal, fb, err := r.serviceCalibration(ctx, inprocPackWorkers())
@@ -56,7 +58,11 @@ func (r *Runner) runStructObj(ctx context.Context, transport string, w *Workload
 		return res, err
 	}
 	res.Calibration = fb
-	own, err := structobj.NewOwner(structobj.OwnerConfig{Transport: ownerT, Addr: ownerAddr(transport),
+	ownerAt, err := ownerAddr(ownerT)
+	if err != nil {
+		return res, err
+	}
+	own, err := structobj.NewOwner(structobj.OwnerConfig{Transport: ownerT, Addr: ownerAt,
 		ArenaBytes: 8*payload + 16<<20, GatherStagingBytes: 16 << 20, PackWorkers: inprocPackWorkers(), Calibration: cal})
 	if err != nil {
 		return res, &OwnerError{Owner: OwnerInproc, Stage: "structobj owner", Err: err}
