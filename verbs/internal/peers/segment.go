@@ -17,10 +17,11 @@ type member interface{ base() *Session }
 
 // Segment is the part of a backend's verbs.Segment that does not depend
 // on how its bytes travel: the address and regions it reports, the
-// handlers its calls run, its sessions (of the backend's session type S)
-// with their accept loop, and the limits they share. A backend's segment
-// embeds it, adds its listener, handshake and exported memory, and
-// implements Close with CloseSessions. Init it before use.
+// handlers its calls run, its sessions with their accept loop, and the
+// limits they share. S is the backend's session type, a pointer to a
+// struct that embeds Session. A backend's segment embeds Segment, adds its
+// listener, handshake and exported memory, reads the checked options as
+// Opts, and implements Close with CloseSessions. Init it before use.
 type Segment[S member] struct {
 	shared
 	sessions *listener.Sessions[S]
