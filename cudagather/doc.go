@@ -16,7 +16,9 @@
 // every entry point returns ErrNotSupported; engram's default build never
 // links it. scripts/gpu-build.sh fetches the header and the stub libcuda
 // (Debian's nvidia-cuda-dev) and builds the tagged test binaries;
-// scripts/gpu-run.sh runs them on a GPU machine.
+// scripts/gpu-run.sh runs them on a GPU machine, and with them
+// bench/torchbench.py (Python, not part of the module): PyTorch's own
+// gather and a staged host path, the figures to set beside this package's.
 //
 // # Streams and ordering
 //

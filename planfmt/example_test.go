@@ -35,7 +35,7 @@ func Example_engramRead() {
 		fmt.Println(err)
 		return
 	}
-	g := norm.Geometry()
+	g := norm.Summary()
 	fmt.Printf("payload %d B in %d rows (%d skipped): %d spans, %d destination runs\n",
 		g.Bytes, g.Fragments, g.Skipped, g.Spans, g.Runs)
 	norm.ForEachSpan(func(src, dst, n uint64) bool {
@@ -87,4 +87,20 @@ func Example_engramRead() {
 	//   completion rows [4,8): 1056 B at stream offset 792
 	//   run dst=0 len=792 from stream offset 0
 	//   run dst=1056 len=1056 from stream offset 792
+}
+
+// RadixSort orders elements by a uint64 field, stably, in O(N) and
+// without allocating: the caller supplies the second buffer and reads
+// the result from whichever buffer the sort returns.
+func ExampleRadixSort() {
+	rs := []planfmt.Range{{Src: 0, Dst: 300, Len: 10}, {Src: 10, Dst: 0, Len: 10}, {Src: 20, Dst: 100, Len: 10}}
+	tmp := make([]planfmt.Range, len(rs))
+	sorted := planfmt.RadixSort(rs, tmp, func(r *planfmt.Range) *uint64 { return &r.Dst })
+	for _, r := range sorted {
+		fmt.Println(r.Src, r.Dst, r.Len)
+	}
+	// Output:
+	// 10 0 10
+	// 20 100 10
+	// 0 300 10
 }

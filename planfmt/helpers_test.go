@@ -271,7 +271,7 @@ func refFrags(p *Plan) []frag {
 
 // refResult is what the reference normalizer computes.
 type refResult struct {
-	geom  Geometry
+	geom  Summary
 	spans []Span
 	runs  []Run
 	comps []Completion

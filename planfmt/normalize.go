@@ -6,8 +6,11 @@ import (
 	"unsafe"
 )
 
-// Geometry summarises a normalized plan for the cost model.
-type Geometry struct {
+// Summary summarises a normalized plan: the bytes, fragments and spans that
+// the cost model reads (S, N and M of a costmodel.Geometry), and what else
+// Normalize learns on the way (skipped fragments, runs, span lengths,
+// bounds, completions).
+type Summary struct {
 	Bytes     uint64 // S: payload bytes
 	Fragments uint64 // N: fragments that carry bytes
 	Skipped   uint64 // fragments that carry none: -1 ids, zero-length ranges
@@ -26,6 +29,12 @@ type Geometry struct {
 	Completions int // completion spans (at least 1 for a non-empty plan)
 }
 
+// Geometry is Summary's old name, which said the same as the cost model's
+// costmodel.Geometry (S, N, M) and held more.
+//
+// Deprecated: use Summary. Geometry is kept for one release.
+type Geometry = Summary
+
 // Completion describes one completion span after normalization. Fragment,
 // span and run ranges are half-open ordinals in plan order; spans and runs
 // never cross a completion boundary. Stream is the offset of this completion
@@ -39,7 +48,7 @@ type Completion struct {
 	Stream, Bytes      uint64
 }
 
-// Normalized is the result of Normalize: the plan's geometry, its completion
+// Normalized is the result of Normalize: the plan's summary, its completion
 // spans, and iterators over coalesced spans and destination runs. It is meant
 // to be reused: Normalize keeps its storage and allocates only when a plan
 // needs more than it has held before.
@@ -49,9 +58,9 @@ type Completion struct {
 // walk the ids again, so the ids must not change between Normalize and
 // iteration.
 type Normalized struct {
-	form  Form
-	geom  Geometry
-	comps []Completion
+	form    Form
+	summary Summary
+	comps   []Completion
 
 	spans []Span // FormRanges
 	runs  []Run  // FormRanges
@@ -82,8 +91,13 @@ func (n *Normalized) Footprint() int64 {
 		int64(cap(n.runs))*int64(unsafe.Sizeof(Run{})) + int64(cap(n.sortA)+cap(n.sortB))*int64(unsafe.Sizeof(dstSpan{}))
 }
 
+// Summary returns the summary computed by the last successful Normalize.
+func (n *Normalized) Summary() Summary { return n.summary }
+
 // Geometry returns the summary computed by the last successful Normalize.
-func (n *Normalized) Geometry() Geometry { return n.geom }
+//
+// Deprecated: use Summary. Geometry is kept for one release.
+func (n *Normalized) Geometry() Summary { return n.summary }
 
 // Form returns the form of the normalized plan.
 func (n *Normalized) Form() Form { return n.form }
@@ -94,7 +108,7 @@ func (n *Normalized) Completions() []Completion { return n.comps }
 
 func (n *Normalized) reset() {
 	n.form = 0
-	n.geom = Geometry{}
+	n.summary = Summary{}
 	n.comps = n.comps[:0]
 	n.spans = n.spans[:0]
 	n.runs = n.runs[:0]
@@ -121,7 +135,7 @@ func (n *Normalized) reset() {
 //     fragments that carry nothing (-1 ids, zero-length ranges) neither join
 //     nor break spans or runs; spans and runs never cross a completion
 //     boundary;
-//   - contiguous destination runs, the Geometry and per-completion byte
+//   - contiguous destination runs, the Summary and per-completion byte
 //     counts are computed.
 //
 // It allocates nothing once dst's storage has grown to the plan's size. On
@@ -142,7 +156,7 @@ func Normalize(dst *Normalized, p *Plan) error {
 		return err
 	}
 	dst.form = p.Form
-	dst.geom.Completions = len(dst.comps)
+	dst.summary.Completions = len(dst.comps)
 	return nil
 }
 
@@ -189,7 +203,7 @@ const noEnd = math.MaxUint64
 // span in which rows actually coalesced is walked again for the span-length
 // histogram. Then rowDstBounds finds the touched destination bytes.
 func normRowIDs[T int32 | int64](n *Normalized, ids []T, r *Rows, s rowShape, ends []uint32) error {
-	g := &n.geom
+	g := &n.summary
 	rs := s.rowSize
 	var (
 		start                int
@@ -417,7 +431,7 @@ func (n *Normalized) normRanges(p *Plan) error {
 	}
 	var one [1]uint32
 	ends := groupEnds(p.CompletionEnds, len(rs), &one)
-	g := &n.geom
+	g := &n.summary
 	var (
 		start    int
 		sorted   = true
@@ -506,15 +520,18 @@ func (n *Normalized) normRanges(p *Plan) error {
 
 func (n *Normalized) addSpan(s Span) {
 	n.spans = append(n.spans, s)
-	n.geom.SpanLog2[bits.Len64(s.Len)-1]++
+	n.summary.SpanLog2[bits.Len64(s.Len)-1]++
 }
 
 // dstSpan is a carrying range's destination bytes [dst, end).
 type dstSpan struct{ dst, end uint64 }
 
+// spanDst is RadixSort's key of a dstSpan: its start.
+func spanDst(s *dstSpan) *uint64 { return &s.dst }
+
 // checkRangeOverlap sorts the destinations of the carrying ranges and checks
 // neighbours: with starts sorted, some pair overlaps exactly when a range
-// starts before the furthest end seen so far. The sort is radixSortSpans, so
+// starts before the furthest end seen so far. The sort is RadixSort, so
 // an owner facing a hostile, shuffled plan still spends O(N).
 func (n *Normalized) checkRangeOverlap(rs []Range, carrying int) error {
 	a := grow(n.sortA, carrying)[:0]
@@ -524,7 +541,7 @@ func (n *Normalized) checkRangeOverlap(rs []Range, carrying int) error {
 		}
 	}
 	n.sortA, n.sortB = a, grow(n.sortB, carrying)
-	sorted := radixSortSpans(a, n.sortB)
+	sorted := RadixSort(a, n.sortB, spanDst)
 	far := sorted[0]
 	for _, s := range sorted[1:] {
 		if s.dst < far.end {
@@ -551,42 +568,6 @@ func overlapBetween(rs []Range, a, b dstSpan) error {
 	i := find(a, -1)
 	j := find(b, i)
 	return &OverlapError{First: i, Second: j, FirstDst: a.dst, FirstLen: a.end - a.dst, SecondDst: b.dst, SecondLen: b.end - b.dst}
-}
-
-// radixSortSpans sorts a by dst with a stable least-significant-digit radix
-// sort over 8-bit digits, using tmp (len(tmp) >= len(a)) as the second
-// buffer, and returns whichever buffer holds the result. Digits in which all
-// keys agree are skipped: keys that differ only in their low 24 bits take 3
-// passes; 8 at most.
-func radixSortSpans(a, tmp []dstSpan) []dstSpan {
-	or, and := uint64(0), ^uint64(0)
-	for _, s := range a {
-		or, and = or|s.dst, and&s.dst
-	}
-	diff := or ^ and
-	src, dst := a, tmp[:len(a)]
-	var count [256]int
-	for shift := 0; shift < 64; shift += 8 {
-		if (diff>>shift)&0xff == 0 {
-			continue
-		}
-		clear(count[:])
-		for _, s := range src {
-			count[byte(s.dst>>shift)]++
-		}
-		sum := 0
-		for i, c := range count {
-			count[i] = sum
-			sum += c
-		}
-		for _, s := range src {
-			d := byte(s.dst >> shift)
-			dst[count[d]] = s
-			count[d]++
-		}
-		src, dst = dst, src
-	}
-	return src
 }
 
 // ForEachSpan calls fn for every coalesced span in plan order (completion

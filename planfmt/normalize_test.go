@@ -50,7 +50,7 @@ func TestNormalizeCases(t *testing.T) {
 		plan  *Plan
 		spans []Span
 		runs  []Run
-		geom  Geometry // checked when Bytes != 0 or spans is empty
+		geom  Summary // checked when Bytes != 0 or spans is empty
 		comps []Completion
 	}{
 		{
@@ -58,7 +58,7 @@ func TestNormalizeCases(t *testing.T) {
 			plan:  rangesPlan(100, 200, Range{0, 100, 10}, Range{10, 110, 10}, Range{20, 120, 5}),
 			spans: []Span{{0, 100, 25}},
 			runs:  []Run{{Dst: 100, Len: 25}},
-			geom:  Geometry{Bytes: 25, Fragments: 3, Spans: 1, Runs: 1, SpanLog2: hist(4, 1), SrcLo: 0, SrcHi: 25, DstLo: 100, DstHi: 125, Completions: 1},
+			geom:  Summary{Bytes: 25, Fragments: 3, Spans: 1, Runs: 1, SpanLog2: hist(4, 1), SrcLo: 0, SrcHi: 25, DstLo: 100, DstHi: 125, Completions: 1},
 		},
 		{
 			name:  "dst contiguous src not: one run two spans",
@@ -77,7 +77,7 @@ func TestNormalizeCases(t *testing.T) {
 			plan:  rangesPlan(100, 100, Range{0, 0, 8}, Range{50, 50, 0}, Range{8, 8, 8}),
 			spans: []Span{{0, 0, 16}},
 			runs:  []Run{{Dst: 0, Len: 16}},
-			geom:  Geometry{Bytes: 16, Fragments: 2, Skipped: 1, Spans: 1, Runs: 1, SpanLog2: hist(4, 1), SrcHi: 16, DstHi: 16, Completions: 1},
+			geom:  Summary{Bytes: 16, Fragments: 2, Skipped: 1, Spans: 1, Runs: 1, SpanLog2: hist(4, 1), SrcHi: 16, DstHi: 16, Completions: 1},
 		},
 		{
 			name:  "unsorted without overlap",
@@ -110,14 +110,14 @@ func TestNormalizeCases(t *testing.T) {
 			plan:  rangesPlan(5000, 5000, Range{0, 0, 1}, Range{10, 10, 2}, Range{20, 20, 3}, Range{30, 30, 1024}),
 			spans: []Span{{0, 0, 1}, {10, 10, 2}, {20, 20, 3}, {30, 30, 1024}},
 			runs:  []Run{{Dst: 0, Len: 1}, {Dst: 10, Len: 2, Stream: 1}, {Dst: 20, Len: 3, Stream: 3}, {Dst: 30, Len: 1024, Stream: 6}},
-			geom:  Geometry{Bytes: 1030, Fragments: 4, Spans: 4, Runs: 4, SpanLog2: hist(0, 1, 1, 2, 10, 1), SrcHi: 1054, DstHi: 1054, Completions: 1},
+			geom:  Summary{Bytes: 1030, Fragments: 4, Spans: 4, Runs: 4, SpanLog2: hist(0, 1, 1, 2, 10, 1), SrcHi: 1054, DstHi: 1054, Completions: 1},
 		},
 		{
 			name:  "rows: consecutive ids coalesce, -1 is transparent",
 			plan:  rowsPlan(10, 100, []int64{5, 6, 7, -1, 9, 3}, Layout{}, 1000, 60),
 			spans: []Span{{50, 0, 30}, {90, 40, 10}, {30, 50, 10}},
 			runs:  []Run{{Dst: 0, Len: 30}, {Dst: 40, Len: 20, Stream: 30}},
-			geom:  Geometry{Bytes: 50, Fragments: 5, Skipped: 1, Spans: 3, Runs: 2, SpanLog2: hist(3, 2, 4, 1), SrcLo: 30, SrcHi: 100, DstLo: 0, DstHi: 60, Completions: 1},
+			geom:  Summary{Bytes: 50, Fragments: 5, Skipped: 1, Spans: 3, Runs: 2, SpanLog2: hist(3, 2, 4, 1), SrcLo: 30, SrcHi: 100, DstLo: 0, DstHi: 60, Completions: 1},
 		},
 		{
 			name:  "rows: token-major with packed heads is one span",
@@ -160,17 +160,17 @@ func TestNormalizeCases(t *testing.T) {
 		{
 			name: "rows: all skipped",
 			plan: rowsPlan(8, 10, []int64{-1, -1}, Layout{}, 80, 16),
-			geom: Geometry{Skipped: 2, Completions: 1},
+			geom: Summary{Skipped: 2, Completions: 1},
 		},
 		{
 			name: "empty ranges",
 			plan: rangesPlan(0, 0),
-			geom: Geometry{},
+			geom: Summary{},
 		},
 		{
 			name: "empty rows",
 			plan: rowsPlan(8, 0, nil, Layout{}, 0, 0),
-			geom: Geometry{},
+			geom: Summary{},
 		},
 	}
 	var n Normalized
@@ -185,7 +185,7 @@ func TestNormalizeCases(t *testing.T) {
 				t.Errorf("runs (-want +got):\n%s", diff)
 			}
 			if tc.geom.Bytes != 0 || len(tc.spans) == 0 {
-				if diff := cmp.Diff(tc.geom, n.Geometry()); diff != "" {
+				if diff := cmp.Diff(tc.geom, n.Summary()); diff != "" {
 					t.Errorf("geometry (-want +got):\n%s", diff)
 				}
 			}
@@ -195,7 +195,7 @@ func TestNormalizeCases(t *testing.T) {
 				}
 			}
 			ref := refNormalize(tc.plan)
-			require.Equal(t, ref.geom, n.Geometry(), "reference geometry")
+			require.Equal(t, ref.geom, n.Summary(), "reference geometry")
 		})
 	}
 }
@@ -277,7 +277,7 @@ func TestNormalizeRejects(t *testing.T) {
 				}
 			}
 			require.NotEmpty(t, err.Error())
-			require.Equal(t, Geometry{}, n.Geometry(), "result must be empty after an error")
+			require.Equal(t, Summary{}, n.Summary(), "result must be empty after an error")
 			require.Empty(t, n.Completions())
 			require.Equal(t, before, viewOf(tc.plan), "plan must be unchanged")
 			if tc.is != ErrOverlap || tc.plan.Form == FormRows {
@@ -307,7 +307,7 @@ func TestNormalizeMatchesReference(t *testing.T) {
 		require.NoError(t, err, "plan %d", i)
 		ref := refNormalize(p)
 		spans, runs := collect(&n)
-		require.Equal(t, ref.geom, n.Geometry(), "plan %d geometry", i)
+		require.Equal(t, ref.geom, n.Summary(), "plan %d geometry", i)
 		if diff := cmp.Diff(ref.spans, spans); diff != "" {
 			t.Fatalf("plan %d spans (-ref +got):\n%s", i, diff)
 		}
@@ -433,7 +433,17 @@ func TestRadixSortSpans(t *testing.T) {
 		}
 		want := slices.Clone(a)
 		slices.SortStableFunc(want, func(x, y dstSpan) int { return stdcmp.Compare(x.dst, y.dst) })
-		got := radixSortSpans(slices.Clone(a), make([]dstSpan, n))
+		got := RadixSort(slices.Clone(a), make([]dstSpan, n), spanDst)
 		require.Equal(t, want, got, "round %d", round)
 	}
+}
+
+// TestGeometryAliases: the deprecated names still say the same as
+// Summary for one release.
+func TestGeometryAliases(t *testing.T) {
+	var n Normalized
+	require.NoError(t, Normalize(&n, rangesPlan(100, 100, Range{Src: 0, Dst: 10, Len: 20})))
+	var g Geometry = n.Geometry()
+	require.Equal(t, n.Summary(), g)
+	require.Equal(t, uint64(20), g.Bytes)
 }

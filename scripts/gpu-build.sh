@@ -14,5 +14,5 @@ mkdir -p .gpu
 go vet -tags cuda ./cudagather ./tools/internal/cudaengram
 go test -tags cuda -c -o .gpu/cudagather.test ./cudagather
 go test -tags cuda -c -o .gpu/cudaengram.test ./tools/internal/cudaengram
-cp cudagather/tools/torchbench.py .gpu/
+cp cudagather/bench/torchbench.py .gpu/
 echo "built: $(ls .gpu | tr '\n' ' ')"

@@ -2,33 +2,30 @@ package structobj
 
 import "github.com/scatterkit/scatterkit/structobj/internal/proto"
 
-// Control methods of the Structured Object protocol (see "Control
-// protocol" in the package documentation): the method ids of
-// verbs.Conn.Call on an owner's segment.
+// The control protocol's names (see "Control protocol" in the package
+// documentation; internal/proto defines them): the method ids of
+// verbs.Conn.Call on an owner's segment, then the protocol's constants.
 const (
 	// MethodInfo asks for the owner's capabilities.
-	MethodInfo = proto.MethodInfo
+	MethodInfo uint16 = proto.MethodInfo
 	// MethodReserve takes pending space for one payload.
-	MethodReserve = proto.MethodReserve
+	MethodReserve uint16 = proto.MethodReserve
 	// MethodCommit installs a reserved, written payload under a key.
-	MethodCommit = proto.MethodCommit
+	MethodCommit uint16 = proto.MethodCommit
 	// MethodAbort gives a reservation back.
-	MethodAbort = proto.MethodAbort
+	MethodAbort uint16 = proto.MethodAbort
 	// MethodOpen takes a hold on a key's current object.
-	MethodOpen = proto.MethodOpen
+	MethodOpen uint16 = proto.MethodOpen
 	// MethodClose releases a hold.
-	MethodClose = proto.MethodClose
+	MethodClose uint16 = proto.MethodClose
 	// MethodDelete removes a key.
-	MethodDelete = proto.MethodDelete
+	MethodDelete uint16 = proto.MethodDelete
 	// MethodPutInline stores an object whose payload is inside the call.
-	MethodPutInline = proto.MethodPutInline
+	MethodPutInline uint16 = proto.MethodPutInline
 	// MethodGetInline returns an object's manifest and payload ranges
 	// inside the reply.
-	MethodGetInline = proto.MethodGetInline
-)
+	MethodGetInline uint16 = proto.MethodGetInline
 
-// Protocol constants.
-const (
 	// RegionName is the export name of the owner's object region.
 	RegionName = proto.RegionName
 	// MaxKeyLen is the longest key a message may carry. The naming rules

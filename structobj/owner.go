@@ -1,11 +1,11 @@
 package structobj
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +18,6 @@ import (
 	"github.com/scatterkit/scatterkit/structobj/internal/proto"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
-	"github.com/scatterkit/scatterkit/verbs/shm"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
 // Defaults of OwnerConfig fields left zero.
@@ -50,8 +48,8 @@ type OwnerConfig struct {
 	// does not close it).
 	Transport verbs.Transport
 	// TransportName is the Transport field of published records. Empty
-	// means "shm" or "tcp" for those backends' transports; another
-	// backend must set it when Directory is set.
+	// means Transport.Name(); with a Directory, a transport whose Name is
+	// empty must set it.
 	TransportName string
 	// Addr is where the segment listens (see Transport.Listen).
 	Addr string
@@ -113,44 +111,21 @@ func (c OwnerConfig) withDefaults() (OwnerConfig, error) {
 	case c.MaxReservations < 0 || c.MaxHolds < 0 || c.MaxObjects < 0 || c.GatherStagingBytes < 0 || c.PackWorkers < 0:
 		return bad("Max*/GatherStagingBytes/PackWorkers", "negative")
 	}
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
+	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
 	if err := discovery.ValidateName(RecordPrefix + c.Namespace); err != nil {
 		return bad("Namespace", "%q: %v", c.Namespace, err)
 	}
-	if c.TransportName == "" {
-		switch c.Transport.(type) {
-		case *shm.Transport:
-			c.TransportName = "shm"
-		case *tcp.Transport:
-			c.TransportName = "tcp"
-		}
-	}
+	c.TransportName = cmp.Or(c.TransportName, c.Transport.Name())
 	if c.Directory != nil && c.TransportName == "" {
 		return bad("TransportName", "needed to publish records of a %T", c.Transport)
 	}
-	if c.ReserveTTL == 0 {
-		c.ReserveTTL = DefaultReserveTTL
-	}
-	if c.HoldTTL == 0 {
-		c.HoldTTL = DefaultHoldTTL
-	}
-	if c.MaxInline == 0 {
-		c.MaxInline = DefaultMaxInline
-	}
-	if c.MaxReservations == 0 {
-		c.MaxReservations = DefaultMaxReservations
-	}
-	if c.MaxHolds == 0 {
-		c.MaxHolds = DefaultMaxHolds
-	}
-	if c.MaxObjects == 0 {
-		c.MaxObjects = DefaultMaxObjects
-	}
-	if c.PackWorkers == 0 {
-		c.PackWorkers = min(runtime.GOMAXPROCS(0), 8)
-	}
+	c.ReserveTTL = cmp.Or(c.ReserveTTL, DefaultReserveTTL)
+	c.HoldTTL = cmp.Or(c.HoldTTL, DefaultHoldTTL)
+	c.MaxInline = cmp.Or(c.MaxInline, DefaultMaxInline)
+	c.MaxReservations = cmp.Or(c.MaxReservations, DefaultMaxReservations)
+	c.MaxHolds = cmp.Or(c.MaxHolds, DefaultMaxHolds)
+	c.MaxObjects = cmp.Or(c.MaxObjects, DefaultMaxObjects)
+	c.PackWorkers = cmp.Or(c.PackWorkers, min(runtime.GOMAXPROCS(0), 8))
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -293,6 +268,10 @@ type hold struct {
 	expires  time.Time
 }
 
+// connID is the connection that owns the reservation or hold.
+func (r *reservation) connID() uint64 { return r.conn }
+func (h *hold) connID() uint64        { return h.conn }
+
 // NewOwner allocates the region, listens, starts the gather service when
 // configured, and serves. On error everything it created is released.
 func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
@@ -352,16 +331,11 @@ func NewOwner(cfg OwnerConfig) (o *Owner, err error) {
 	info := proto.InfoReply{Arena: arena, MaxInline: o.wlim.Inline, ReserveTTL: cfg.ReserveTTL, HoldTTL: cfg.HoldTTL,
 		Gather: o.svc != nil, Limits: proto.ManifestLimits(cfg.Limits), Region: RegionName, Namespace: cfg.Namespace}
 	o.info = info.Append(nil)
-	o.handle(MethodInfo, o.serveInfo)
-	o.handle(MethodReserve, o.serveReserve)
-	o.handle(MethodCommit, o.serveCommit)
-	o.handle(MethodAbort, o.serveAbort)
-	o.handle(MethodOpen, o.serveOpen)
-	o.handle(MethodClose, o.serveClose)
-	o.handle(MethodDelete, o.serveDelete)
-	if cfg.MaxInline > 0 {
-		o.handle(MethodPutInline, o.servePutInline)
-		o.handle(MethodGetInline, o.serveGetInline)
+	for method, h := range o.handlers() {
+		if cfg.MaxInline <= 0 && (method == MethodPutInline || method == MethodGetInline) {
+			continue // inline off: their calls fail with verbs.ErrNotSupported
+		}
+		o.handle(method, h)
 	}
 	o.sweepDone = make(chan struct{})
 	go o.sweeper(sweepInterval(cfg.ReserveTTL, cfg.HoldTTL))
@@ -376,60 +350,6 @@ func sweepInterval(a, b time.Duration) time.Duration {
 
 // Addr returns the segment's address.
 func (o *Owner) Addr() string { return o.seg.Addr() }
-
-// handle registers a handler that counts its calls and failures.
-func (o *Owner) handle(method uint16, f func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error)) {
-	c := &o.calls[method-MethodInfo]
-	o.seg.Handle(method, verbs.HandlerFunc(func(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-		c.calls.Add(1)
-		out, err := f(ctx, p, req, resp)
-		if err != nil {
-			c.failed.Add(1)
-			var oe *OwnerError
-			if errors.As(err, &oe) {
-				for i, code := range allCodes {
-					if code == oe.Code {
-						o.failures[i].Add(1)
-					}
-				}
-			}
-		}
-		return out, err
-	}))
-}
-
-// ownerErr returns an *OwnerError with a formatted detail.
-func ownerErr(c Code, format string, args ...any) *OwnerError {
-	return &OwnerError{Code: c, Detail: fmt.Sprintf(format, args...)}
-}
-
-// refused wraps a decoding or validation failure.
-func refused(err error) *OwnerError {
-	return &OwnerError{Code: CodeRefused, Detail: strings.TrimPrefix(err.Error(), "structobj: ")}
-}
-
-func errClosed() *OwnerError { return ownerErr(CodeClosed, "owner closing") }
-
-// checkKey validates a key against the naming rules of its record name.
-func (o *Owner) checkKey(key []byte) error {
-	if err := discovery.ValidateName(o.prefix + string(key)); err != nil {
-		return ownerErr(CodeRefused, "key %q: %v", key, err)
-	}
-	return nil
-}
-
-// decodeManifest decodes and validates b under the owner's limits into a
-// pooled Manifest (put it back with putManifest).
-func (o *Owner) decodeManifest(b []byte) (*Manifest, error) {
-	m := o.manifestPool.Get().(*Manifest)
-	if err := DecodeManifest(m, b, o.cfg.Limits); err != nil {
-		o.manifestPool.Put(m)
-		return nil, refused(err)
-	}
-	return m, nil
-}
-
-func (o *Owner) putManifest(m *Manifest) { o.manifestPool.Put(m) }
 
 // newIDLocked returns a fresh reservation or hold id (one counter for
 // both, so an id names one thing).
@@ -568,42 +488,6 @@ func (o *Owner) lock() (time.Time, error) {
 	return now, nil
 }
 
-func (o *Owner) serveInfo(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := proto.EmptyRequest{Method: MethodInfo}
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	return append(resp, o.info...), nil
-}
-
-func (o *Owner) serveReserve(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	var m proto.ReserveRequest
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	now, err := o.lock()
-	if err != nil {
-		return nil, err
-	}
-	defer o.mu.Unlock()
-	if len(o.res) >= o.cfg.MaxReservations {
-		return nil, ownerErr(CodeBusy, "%d reservations outstanding", len(o.res))
-	}
-	ext, err := o.alloc.alloc(m.Size)
-	if err != nil {
-		var ns *NoSpaceError
-		errors.As(err, &ns)
-		return nil, ownerErr(CodeNoSpace, "%d bytes wanted, largest free extent %d, %d free, %d pending, %d retired",
-			ns.Want, ns.Largest, ns.Free, o.pending, o.retired)
-	}
-	r := &reservation{id: o.newIDLocked(), conn: p.ConnID(), ext: ext, size: m.Size, expires: now.Add(o.cfg.ReserveTTL)}
-	o.res[r.id] = r
-	o.pending += ext.len
-	o.noteExpiryLocked(r.expires)
-	rep := proto.ReserveReply{ID: r.id, Off: ext.off, Length: ext.len, TTL: o.cfg.ReserveTTL}
-	return rep.Append(resp), nil
-}
-
 // claim is the space a new object version takes: a reservation (Commit)
 // or inline space already filled (PutInline).
 type claim struct {
@@ -617,12 +501,10 @@ func (o *Owner) checkLocked(c *claim, now time.Time) (*reservation, error) {
 	if c.id == 0 {
 		return nil, nil
 	}
-	r := o.res[c.id]
+	r, err := ownedLocked(o, o.res, "reservation", c.id, c.conn)
 	switch {
-	case r == nil:
-		return nil, o.goneErrLocked("reservation", c.id, c.conn)
-	case r.conn != c.conn:
-		return nil, ownerErr(CodeRefused, "reservation %d belongs to another connection", c.id)
+	case err != nil:
+		return nil, err
 	case !now.Before(r.expires):
 		// The sweep runs first, so this is only reached at the instant of
 		// expiry; end it here all the same.
@@ -718,227 +600,6 @@ func (o *Owner) withdraw(reg discovery.Registration) {
 	if err := reg.Close(); err != nil && o.cfg.OnError != nil {
 		o.cfg.OnError(fmt.Errorf("structobj: withdraw %q: %w", reg.Record().Name, err))
 	}
-}
-
-func (o *Owner) serveCommit(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	var m proto.CommitRequest
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	if err := o.checkKey(m.Key); err != nil {
-		return nil, err
-	}
-	man, err := o.decodeManifest(m.Manifest)
-	if err != nil {
-		return nil, err
-	}
-	c := claim{conn: p.ConnID(), id: m.ID, payload: man.PayloadBytes}
-	o.putManifest(man)
-	v, err := o.install(ctx, string(m.Key), &c, m.Manifest)
-	if err != nil {
-		return nil, err
-	}
-	rep := proto.VersionReply{Method: MethodCommit, Version: v}
-	return rep.Append(resp), nil
-}
-
-func (o *Owner) serveAbort(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := proto.IDRequest{Method: MethodAbort}
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	if _, err := o.lock(); err != nil {
-		return nil, err
-	}
-	defer o.mu.Unlock()
-	r := o.res[m.ID]
-	switch {
-	case r == nil:
-		return nil, o.goneErrLocked("reservation", m.ID, p.ConnID())
-	case r.conn != p.ConnID():
-		return nil, ownerErr(CodeRefused, "reservation %d belongs to another connection", m.ID)
-	}
-	o.dropReservationLocked(r)
-	rep := proto.EmptyReply{Method: MethodAbort}
-	return rep.Append(resp), nil
-}
-
-func (o *Owner) serveOpen(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := proto.KeyRequest{Method: MethodOpen}
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	if err := o.checkKey(m.Key); err != nil {
-		return nil, err
-	}
-	now, err := o.lock()
-	if err != nil {
-		return nil, err
-	}
-	defer o.mu.Unlock()
-	obj := o.objects[string(m.Key)]
-	switch {
-	case obj == nil:
-		return nil, ownerErr(CodeNotFound, "no key %q", m.Key)
-	case len(o.holds) >= o.cfg.MaxHolds:
-		return nil, ownerErr(CodeBusy, "%d holds outstanding", len(o.holds))
-	}
-	h := &hold{id: o.newIDLocked(), conn: p.ConnID(), obj: obj, expires: now.Add(o.cfg.HoldTTL)}
-	o.holds[h.id] = h
-	obj.holds++
-	o.noteExpiryLocked(h.expires)
-	rep := proto.OpenReply{Hold: h.id, Version: obj.version, Off: obj.ext.off, TTL: o.cfg.HoldTTL, Manifest: obj.manifest}
-	return rep.Append(resp), nil
-}
-
-func (o *Owner) serveClose(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := proto.IDRequest{Method: MethodClose}
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	if _, err := o.lock(); err != nil {
-		return nil, err
-	}
-	defer o.mu.Unlock()
-	h := o.holds[m.ID]
-	switch {
-	case h == nil:
-		return nil, o.goneErrLocked("hold", m.ID, p.ConnID())
-	case h.conn != p.ConnID():
-		return nil, ownerErr(CodeRefused, "hold %d belongs to another connection", m.ID)
-	}
-	o.releaseHoldLocked(h)
-	rep := proto.EmptyReply{Method: MethodClose}
-	return rep.Append(resp), nil
-}
-
-func (o *Owner) serveDelete(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
-	m := proto.KeyRequest{Method: MethodDelete}
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	if err := o.checkKey(m.Key); err != nil {
-		return nil, err
-	}
-	if o.cfg.Directory != nil {
-		o.pubMu.Lock()
-		defer o.pubMu.Unlock()
-	}
-	if _, err := o.lock(); err != nil {
-		return nil, err
-	}
-	obj := o.objects[string(m.Key)]
-	if obj == nil {
-		o.mu.Unlock()
-		return nil, ownerErr(CodeNotFound, "no key %q", m.Key)
-	}
-	delete(o.objects, obj.key)
-	o.retireLocked(obj)
-	reg := o.regs[obj.key]
-	delete(o.regs, obj.key)
-	o.mu.Unlock()
-	if reg != nil {
-		o.withdraw(reg)
-	}
-	rep := proto.VersionReply{Method: MethodDelete, Version: obj.version}
-	return rep.Append(resp), nil
-}
-
-func (o *Owner) servePutInline(ctx context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
-	var m proto.PutInlineRequest
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	if err := o.checkKey(m.Key); err != nil {
-		return nil, err
-	}
-	man, err := o.decodeManifest(m.Manifest)
-	if err != nil {
-		return nil, err
-	}
-	payload := man.PayloadBytes
-	o.putManifest(man)
-	if payload != uint64(len(m.Payload)) {
-		return nil, ownerErr(CodeRefused, "manifest payload of %d bytes, %d bytes sent", payload, len(m.Payload))
-	}
-	if _, err := o.lock(); err != nil {
-		return nil, err
-	}
-	ext, err := o.alloc.alloc(payload)
-	if err == nil {
-		o.pending += ext.len
-	}
-	o.mu.Unlock()
-	if err != nil {
-		var ns *NoSpaceError
-		errors.As(err, &ns)
-		return nil, ownerErr(CodeNoSpace, "%d bytes wanted, largest free extent %d", ns.Want, ns.Largest)
-	}
-	// The space is pending (invisible): fill it without the lock.
-	copy(o.region.Bytes()[ext.off:ext.off+payload], m.Payload)
-	c := claim{ext: ext, payload: payload}
-	v, err := o.install(ctx, string(m.Key), &c, m.Manifest)
-	if err != nil {
-		o.mu.Lock()
-		if !o.closed { // Close has freed everything already
-			o.pending -= ext.len
-			o.alloc.release(ext)
-		}
-		o.mu.Unlock()
-		return nil, err
-	}
-	rep := proto.VersionReply{Method: MethodPutInline, Version: v}
-	return rep.Append(resp), nil
-}
-
-func (o *Owner) serveGetInline(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
-	var m proto.GetInlineRequest
-	if err := m.Decode(req, &o.wlim); err != nil {
-		return nil, refused(err)
-	}
-	if err := o.checkKey(m.Key); err != nil {
-		return nil, err
-	}
-	if _, err := o.lock(); err != nil {
-		return nil, err
-	}
-	obj := o.objects[string(m.Key)]
-	if obj == nil {
-		o.mu.Unlock()
-		return nil, ownerErr(CodeNotFound, "no key %q", m.Key)
-	}
-	var total uint64
-	for i, r := range m.Ranges {
-		if r.Off > obj.payload || r.Len > obj.payload-r.Off {
-			o.mu.Unlock()
-			return nil, ownerErr(CodeRefused, "range %d [%d,+%d) outside the payload of %d bytes", i, r.Off, r.Len, obj.payload)
-		}
-		total += r.Len
-	}
-	if len(m.Ranges) == 0 {
-		if total = obj.payload; total > o.wlim.Inline {
-			o.mu.Unlock()
-			return nil, ownerErr(CodeRefused, "payload of %d bytes above the inline limit of %d", total, o.wlim.Inline)
-		}
-	}
-	// A hold without an id, for this call: the object's space stays
-	// intact while its bytes are copied without the lock.
-	obj.holds++
-	o.mu.Unlock()
-	resp = proto.AppendGetInlineHead(resp, obj.version, obj.manifest, total)
-	mem := o.region.Bytes()[obj.ext.off:]
-	if len(m.Ranges) == 0 {
-		resp = append(resp, mem[:obj.payload]...)
-	}
-	for _, r := range m.Ranges {
-		resp = append(resp, mem[r.Off:r.Off+r.Len]...)
-	}
-	o.mu.Lock()
-	if !o.closed {
-		o.unholdLocked(obj)
-	}
-	o.mu.Unlock()
-	return resp, nil
 }
 
 // MethodStats counts the calls of one method.

@@ -520,10 +520,10 @@ func TestOwnerExpiry(t *testing.T) {
 		// A call of the evicted connection that was already running is
 		// told the reservation expired.
 		m := proto.CommitRequest{ID: res.ID, Key: []byte("late"), Manifest: bytesManifest(t, 10, "")}
-		_, err = o.serveCommit(testContext(t), connPeer{id: conn}, m.Append(nil), nil)
+		_, err = o.handlers()[MethodCommit](testContext(t), connPeer{id: conn}, m.Append(nil), nil)
 		require.ErrorIs(t, err, ErrExpired)
 		am := proto.IDRequest{Method: MethodAbort, ID: res.ID}
-		_, err = o.serveAbort(testContext(t), connPeer{id: conn}, am.Append(nil), nil)
+		_, err = o.handlers()[MethodAbort](testContext(t), connPeer{id: conn}, am.Append(nil), nil)
 		require.ErrorIs(t, err, ErrExpired)
 		c = newTestClient(t, b, o.Addr())
 		_, err = c.open("late")
@@ -796,11 +796,15 @@ func TestOwnerClose(t *testing.T) {
 	})
 }
 
+// namelessTransport is a transport of a backend without a name.
+type namelessTransport struct{ verbs.Transport }
+
+func (namelessTransport) Name() string { return "" }
+
 func TestNewOwnerConfig(t *testing.T) {
 	checkLeaks(t)
 	tr := tcp.New(tcp.Config{})
 	t.Cleanup(func() { require.NoError(t, tr.Close()) })
-	type fakeTransport struct{ verbs.Transport }
 	cases := []struct {
 		name string
 		cfg  OwnerConfig
@@ -814,7 +818,7 @@ func TestNewOwnerConfig(t *testing.T) {
 		{"long TTL", OwnerConfig{Transport: tr, ArenaBytes: 1, HoldTTL: MaxTTL + 1}},
 		{"inline too large", OwnerConfig{Transport: tr, ArenaBytes: 1, MaxInline: MaxInlineLimit + 1}},
 		{"negative limit", OwnerConfig{Transport: tr, ArenaBytes: 1, MaxHolds: -1}},
-		{"unknown transport name", OwnerConfig{Transport: fakeTransport{tr}, ArenaBytes: 1, Directory: discovery.NewMemory()}},
+		{"unknown transport name", OwnerConfig{Transport: namelessTransport{tr}, ArenaBytes: 1, Directory: discovery.NewMemory()}},
 	}
 	for _, c := range cases {
 		_, err := NewOwner(c.cfg)

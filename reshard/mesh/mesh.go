@@ -16,8 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/scatterkit/scatterkit/verbs/engine"
 	"github.com/scatterkit/scatterkit/verbs/gather"
@@ -27,13 +25,12 @@ import (
 	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/reshard"
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/shm"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
+	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
 // Config configures a Mesh.
 type Config struct {
-	// Transport is "tcp" (default) or "shm".
+	// Transport is "tcp" (default) or "shm" (see verbs/transports).
 	Transport string
 	// StagingBytes is each rank's gather-service staging (default 16 MiB):
 	// the bound on the extra memory a reshard takes on that rank.
@@ -90,16 +87,15 @@ type connKey struct {
 	self, peer int
 }
 
-var addrs atomic.Uint64
-
 // New creates the ranks: srcBytes[i] bytes of memory for source rank i
 // and dstBytes[j] for destination rank j (each at least 1).
 func New(cfg Config, srcBytes, dstBytes []int64) (*Mesh, error) {
 	if cfg.Transport == "" {
 		cfg.Transport = "tcp"
 	}
-	if cfg.Transport != "tcp" && cfg.Transport != "shm" {
-		return nil, fmt.Errorf("mesh: transport %q: want tcp or shm", cfg.Transport)
+	t, err := transports.New(cfg.Transport, transports.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w", err)
 	}
 	if cfg.StagingBytes == 0 {
 		cfg.StagingBytes = 16 << 20
@@ -107,12 +103,7 @@ func New(cfg Config, srcBytes, dstBytes []int64) (*Mesh, error) {
 	if cfg.PackWorkers == 0 {
 		cfg.PackWorkers = 2
 	}
-	mm := &Mesh{cfg: cfg, conns: map[connKey]verbs.Conn{}}
-	if cfg.Transport == "shm" {
-		mm.t = shm.New(shm.Config{})
-	} else {
-		mm.t = tcp.New(tcp.Config{})
-	}
+	mm := &Mesh{cfg: cfg, t: t, conns: map[connKey]verbs.Conn{}}
 	if err := mm.open(srcBytes, dstBytes); err != nil {
 		return nil, errors.Join(err, mm.Close())
 	}
@@ -136,7 +127,7 @@ func (m *Mesh) open(srcBytes, dstBytes []int64) error {
 		}
 	}
 	ecfg := cfg.Engine
-	if cfg.Transport == "tcp" {
+	if m.t.Name() == "tcp" {
 		st, err := staging.New(m.t, bufferpool.Config{Budget: cfg.StagingBytes, MinSlot: 64 << 10, NoHugePages: true},
 			verbs.AccessLocal|verbs.AccessRemoteRead)
 		if err != nil {
@@ -162,9 +153,9 @@ func (m *Mesh) newRank(n int64) (*Rank, error) {
 		return nil, err
 	}
 	exports := []verbs.Export{{Name: "rank", Region: r.Region}}
-	addr := "127.0.0.1:0"
-	if m.cfg.Transport == "shm" {
-		addr = fmt.Sprintf("@scatterkit-mesh-%d-%d", time.Now().UnixNano(), addrs.Add(1))
+	addr, err := transports.LocalAddr(m.t.Name(), "scatterkit-mesh")
+	if err != nil {
+		return nil, err
 	}
 	if r.seg, err = m.t.Listen(addr, exports, verbs.ListenOptions{}); err != nil {
 		return nil, err

@@ -11,30 +11,22 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
 	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
-	"github.com/scatterkit/scatterkit/verbs/internal/probe"
+	"github.com/scatterkit/scatterkit/verbs/internal/peers"
 )
 
-// conn is the requester's verbs.Conn.
+// conn is the requester's verbs.Conn: its queue (Post, Poll, Wait and
+// Remote are the queue's) on its session.
 type conn struct {
+	*queue
 	s    *session
-	q    *queue
 	link verbs.LinkParams
 }
 
 var _ verbs.Conn = (*conn)(nil)
 
 func (t *Transport) connect(ctx context.Context, addr string, opts verbs.ConnectOptions) (_ *conn, err error) {
-	if opts.QueueDepth == 0 {
-		opts.QueueDepth = verbs.DefaultQueueDepth
-	}
-	if opts.Lanes < 0 || opts.Lanes > verbs.MaxLanes || opts.QueueDepth < 1 || opts.QueueDepth > verbs.MaxQueueDepth {
-		return nil, fmt.Errorf("shm: connect: %d lanes, queue depth %d: %w", opts.Lanes, opts.QueueDepth, verbs.ErrInvalid)
-	}
-	if err := verbs.CheckExports(opts.Expose); err != nil {
-		return nil, fmt.Errorf("shm: connect: %w", err)
-	}
-	if len(opts.Expose) > frame.MaxRegions {
-		return nil, fmt.Errorf("shm: connect: %d exposures, at most %d: %w", len(opts.Expose), frame.MaxRegions, verbs.ErrInvalid)
+	if opts, err = peers.CheckConnect("shm", opts, false); err != nil {
+		return nil, err
 	}
 	pins, err := t.reg.Pin(opts.Expose)
 	if err != nil {
@@ -91,46 +83,28 @@ func (t *Transport) connect(ctx context.Context, addr string, opts verbs.Connect
 	}
 	_ = nc.SetDeadline(time.Time{})
 	s := newSession(t, false, nc, peer, m)
-	s.id = welcome.ConnID
+	s.ID = welcome.ConnID
 	s.pinned = pins
 	s.main = newQueue(t, m, opts.QueueDepth)
-	c := &conn{s: s, q: s.main}
+	c := &conn{queue: s.main, s: s}
 	s.start() // a new session has not ended
 	if err = t.open.AddConn(c); err != nil {
 		s.closeWithin(t.cfg.CloseGrace)
 		return nil, fmt.Errorf("shm: transport: %w", err)
 	}
-	link, err := probe.Connect(ctx, opts, t, probe.Target{Queue: c.q, Ping: s.ping,
-		RemoteKey: welcome.ProbeKey, RemoteLen: welcome.ProbeLen})
-	if err != nil {
+	if c.link, err = s.Measure(ctx, opts, t, c.queue, welcome.ProbeKey, welcome.ProbeLen); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("shm: connect %s: %w", addr, err)
 	}
-	c.link = link
-	_ = s.write(&frame.Header{Type: frame.TypeParams, Len: frame.ParamsSize}, frame.AppendParams(nil, link))
 	return c, nil
 }
-
-// Post implements verbs.Queue.
-func (c *conn) Post(wrs []verbs.WorkRequest) (int, error) { return c.q.Post(wrs) }
-
-// Poll implements verbs.Queue.
-func (c *conn) Poll(out []verbs.Completion) (int, error) { return c.q.Poll(out) }
-
-// Wait implements verbs.Queue.
-func (c *conn) Wait(ctx context.Context, out []verbs.Completion, min int) (int, error) {
-	return c.q.Wait(ctx, out, min)
-}
-
-// Remote implements verbs.Queue.
-func (c *conn) Remote() []verbs.RegionInfo { return c.q.infos }
 
 // LinkParams implements verbs.Queue.
 func (c *conn) LinkParams() verbs.LinkParams { return c.link }
 
 // Call implements verbs.Conn.
 func (c *conn) Call(ctx context.Context, method uint16, req, resp []byte) ([]byte, error) {
-	return c.s.roundTrip(ctx, false, method, req, resp)
+	return c.s.Call(ctx, method, req, resp)
 }
 
 // Close implements verbs.Conn: it waits (Config.CloseGrace at most) for
@@ -142,7 +116,7 @@ func (c *conn) Close() error {
 	c.s.t.open.Remove(c)
 	if !fenced {
 		return fmt.Errorf("shm: close %s: the owner did not let go of the exposures within %v: %w",
-			c.s.peer, c.s.t.cfg.CloseGrace, verbs.ErrClosed)
+			c.s.Peer, c.s.t.cfg.CloseGrace, verbs.ErrClosed)
 	}
 	return nil
 }

@@ -18,11 +18,11 @@ var _ verbs.Mapper = (*conn)(nil)
 // the transport's registry (Deregister and Close take its write lock), the
 // same locks a Post holds for its batch.
 func (c *conn) HoldMapped(local *verbs.Region, remote verbs.Key, need verbs.Access) ([]byte, []byte, error) {
-	return c.q.hold(local, remote, need)
+	return c.queue.hold(local, remote, need)
 }
 
 // ReleaseMapped implements verbs.Mapper.
-func (c *conn) ReleaseMapped() { c.q.release() }
+func (c *conn) ReleaseMapped() { c.queue.release() }
 
 func (q *queue) hold(local *verbs.Region, remote verbs.Key, need verbs.Access) (_, _ []byte, err error) {
 	if local == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/cq"
+	"github.com/scatterkit/scatterkit/verbs/internal/peers"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -53,7 +54,6 @@ type queue struct {
 	m     *mapping
 	cq    *cq.Queue
 	infos []verbs.RegionInfo
-	s     *session // owner: the session whose calls use it as their Peer
 
 	postMu sync.Mutex
 	ops    []copyOp
@@ -64,8 +64,18 @@ func newQueue(t *Transport, m *mapping, depth int) *queue {
 	return &queue{t: t, m: m, cq: cq.New(depth), infos: m.table.Infos()}
 }
 
+var _ peers.Poster = (*queue)(nil)
+
 // Post implements verbs.Queue.
 func (q *queue) Post(wrs []verbs.WorkRequest) (int, error) { return q.post(wrs, false, 0) }
+
+// PostAt implements peers.Poster.
+func (q *queue) PostAt(wrs []verbs.WorkRequest, epoch uint64) (int, error) {
+	return q.post(wrs, true, epoch)
+}
+
+// CQ implements peers.Poster.
+func (q *queue) CQ() *cq.Queue { return q.cq }
 
 // post is Post; checked (a Peer's) posts only while the queue is still at
 // epoch.
@@ -75,18 +85,9 @@ func (q *queue) post(wrs []verbs.WorkRequest, checked bool, epoch uint64) (int, 
 	}
 	q.postMu.Lock()
 	defer q.postMu.Unlock()
-	var n int
-	var err error
-	if checked {
-		n, err = q.cq.ReserveAt(epoch, len(wrs))
-	} else {
-		n, err = q.cq.Reserve(len(wrs))
-	}
+	n, err := peers.Reserve("shm", q.cq, len(wrs), checked, epoch)
 	if n == 0 {
-		if err == verbs.ErrQueueFull {
-			return 0, err // bare: a full queue is routine and must not allocate
-		}
-		return 0, fmt.Errorf("shm: post: %w", err)
+		return 0, err
 	}
 	wrs = wrs[:n]
 	q.m.mu.RLock()

@@ -52,12 +52,7 @@ func newFixture(t *testing.T) *fixture {
 	verbstest.Fill(r, f.ro.Bytes())
 	f.addr = rawAddr("raw")
 	f.seg, err = f.owner.Listen(f.addr, []verbs.Export{{Name: "rw", Region: f.rw}, {Name: "ro", Region: f.ro}}, verbs.ListenOptions{
-		OnError: func(err error) {
-			select {
-			case f.errs <- err:
-			default:
-			}
-		},
+		OnError: verbstest.ErrorLog(f.errs),
 	})
 	require.NoError(t, err)
 	f.good, err = f.req.Connect(verbstest.Context(t), f.addr, verbs.ConnectOptions{})
@@ -67,15 +62,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) requireHealthy(t *testing.T) {
 	t.Helper()
-	local, err := f.req.Alloc(4096, verbs.AccessLocal)
-	require.NoError(t, err)
-	defer f.req.Deregister(local)
-	cs := make([]verbs.Completion, 1)
-	_, err = verbstest.Drive(verbstest.Context(t), f.good, []verbs.WorkRequest{{ID: 1, Op: verbs.OpRead, Len: 4096,
-		LocalKey: local.Key(), RemoteKey: f.ro.Key(), RemoteOff: 100}}, cs)
-	require.NoError(t, err)
-	verbstest.RequireOK(t, cs)
-	require.True(t, bytes.Equal(f.ro.Bytes()[100:4196], local.Bytes()))
+	verbstest.RequireReads(t, f.req, f.good, f.ro, 100)
 }
 
 func (f *fixture) requireReported(t *testing.T, stage, reason string) {

@@ -13,31 +13,25 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
 	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
 	"github.com/scatterkit/scatterkit/verbs/internal/listener"
+	"github.com/scatterkit/scatterkit/verbs/internal/peers"
 	"github.com/scatterkit/scatterkit/verbs/internal/probe"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
 // segment is the owner side: a Unix socket that hands every connecting
 // requester the memfds of the exported regions (and of a probe region).
+// The Segment it embeds holds the sessions, handlers and limits.
 type segment struct {
+	peers.Segment[*session]
 	t     *Transport
 	ln    *net.UnixListener
-	addr  string
-	opts  verbs.ListenOptions
 	pins  []*regtab.Entry
 	fds   []int // descriptors to send: exports in order, then the probe
-	infos []verbs.RegionInfo
 	probe *memfd
 	pinfo verbs.RegionInfo
-
-	handlers  listener.Handlers
-	sessions  *listener.Sessions[*session]
-	callBytes listener.CallBytes // call requests held over all sessions
-	keep      calls.KeepBudget   // call buffers the sessions' idle pools keep
 }
 
 var _ verbs.Segment = (*segment)(nil)
@@ -60,11 +54,12 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	if err != nil {
 		return nil, fmt.Errorf("shm: listen: %w", err)
 	}
-	sg := &segment{t: t, addr: addr, opts: opts, pins: pins, sessions: listener.NewSessions[*session](opts.MaxSessions, opts.MaxHandshakes),
-		callBytes: listener.CallBytes{Limit: opts.MaxCallBytes}, keep: calls.KeepBudget{Limit: listener.KeepCallBuffers}}
+	sg := &segment{t: t, pins: pins}
+	var infos []verbs.RegionInfo
 	for _, x := range exports {
-		sg.infos = append(sg.infos, x.Region.Info(x.Name))
+		infos = append(infos, x.Region.Info(x.Name))
 	}
+	sg.Init("shm", opts, addr, infos)
 	sg.probe, err = newMemfd(probe.Bulk, true, false)
 	if err != nil {
 		return nil, err
@@ -99,7 +94,7 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 		_ = sg.probe.free()
 		return nil, fmt.Errorf("shm: transport: %w", err)
 	}
-	sg.sessions.Serve("shm", sg.ln, func(nc net.Conn) error { return sg.accept(nc.(*net.UnixConn)) }, sg.report)
+	sg.Serve(sg.ln, func(nc net.Conn) error { return sg.accept(nc.(*net.UnixConn)) })
 	return sg, nil
 }
 
@@ -110,13 +105,14 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 // reopened read-write through /proc), so the kernel could not refuse
 // that peer's writes.
 func (sg *segment) granted(granted verbs.Access) ([]verbs.RegionInfo, []int) {
+	exported := sg.Regions()
 	if granted == verbs.AccessRemoteRead|verbs.AccessRemoteWrite {
-		return sg.infos, sg.fds
+		return exported, sg.fds
 	}
-	infos := verbs.GrantedInfos(sg.infos, granted, func(verbs.RegionInfo) bool { return true })
+	infos := verbs.GrantedInfos(exported, granted, func(verbs.RegionInfo) bool { return true })
 	fds := make([]int, 0, len(infos)+1)
 	for _, ri := range infos {
-		for i, all := range sg.infos {
+		for i, all := range exported {
 			if all.Key == ri.Key {
 				fds = append(fds, sg.fds[i])
 			}
@@ -143,33 +139,10 @@ func peerCred(nc *net.UnixConn) (*verbs.PeerCred, error) {
 	return &verbs.PeerCred{PID: uc.Pid, UID: uc.Uid, GID: uc.Gid}, nil
 }
 
-// Addr implements verbs.Segment.
-func (sg *segment) Addr() string { return sg.addr }
-
-// Regions implements verbs.Segment.
-func (sg *segment) Regions() []verbs.RegionInfo { return sg.infos }
-
-// Handle implements verbs.Segment.
-func (sg *segment) Handle(method uint16, h verbs.Handler) { sg.handlers.Set(method, h) }
-
-func (sg *segment) handler(method uint16) verbs.Handler { return sg.handlers.Get(method) }
-
-// Evict implements verbs.Segment: the session fails, and its fence
-// closes once the requester has closed its end of the socket.
-func (sg *segment) Evict(connID uint64) <-chan struct{} {
-	return sg.sessions.Evict(connID, func(s *session) <-chan struct{} {
-		s.fail(errEvicted)
-		return s.fenced
-	})
-}
-
-// errEvicted ends an evicted session.
-var errEvicted = fmt.Errorf("shm: connection evicted by the owner: %w", verbs.ErrClosed)
-
 // Close implements verbs.Segment. Each requester gets Config.CloseGrace
 // to let go of the exports; then its socket is closed regardless.
 func (sg *segment) Close() error {
-	first, err := sg.sessions.Close(sg.ln, func(s *session) { s.closeWithin(sg.t.cfg.CloseGrace) })
+	first, err := sg.CloseSessions(sg.ln, func(s *session) { s.closeWithin(sg.t.cfg.CloseGrace) })
 	if !first {
 		return nil
 	}
@@ -177,23 +150,15 @@ func (sg *segment) Close() error {
 	sg.t.open.Remove(sg)
 	ferr := sg.probe.free()
 	if err != nil {
-		return fmt.Errorf("shm: segment close: %w", err)
+		return err
 	}
 	return ferr
 }
 
-func (sg *segment) report(err error) {
-	if sg.opts.OnError != nil {
-		sg.opts.OnError(err)
-	}
-}
-
-func (sg *segment) forget(s *session) { sg.sessions.Remove(s.id) }
-
 // accept runs the owner's half of the handshake: HELLO with the
 // requester's exposed memfds in, WELCOME with the exported ones out.
 func (sg *segment) accept(nc *net.UnixConn) error {
-	peer := "unix:" + sg.addr
+	peer := "unix:" + sg.Addr()
 	_ = nc.SetDeadline(time.Now().Add(sg.t.cfg.HandshakeTimeout))
 	var hello frame.Hello
 	fds, err := readHandshake(nc, frame.TypeHello, &hello)
@@ -204,7 +169,7 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 		closeFDs(fds)
 		return &verbs.ProtocolError{Peer: peer, Stage: "handshake", Reason: "HELLO with owner fields set"}
 	}
-	policy := sg.opts.Admit
+	policy := sg.Opts.Admit
 	if policy == nil {
 		policy = verbs.OwnUIDPolicy().Admit
 	}
@@ -227,29 +192,20 @@ func (sg *segment) accept(nc *net.UnixConn) error {
 		return handshake.Err("shm", peer, err)
 	}
 	s := newSession(sg.t, true, nc, peer, m)
-	s.seg = sg
-	s.peerDepth = sg.opts.QueueDepth
-	s.sem = make(chan struct{}, sg.opts.MaxCalls)
-	s.admit = make(chan struct{}, maxWaitingCalls*sg.opts.MaxCalls)
-	s.startWorkers(sg.opts.MaxCalls)
-	s.callBytes.Limit = sg.opts.MaxConnCallBytes
-	s.jobs.Keep = &sg.keep
-	if err := sg.sessions.Add(s, &s.id); err != nil {
+	if err := sg.Add(s); err != nil {
 		m.unmap(verbs.ErrClosed)
-		s.cancel()
 		if errors.Is(err, verbs.ErrNotAdmitted) {
-			return refuse(fmt.Errorf("shm: %s: %w", peer, err))
+			return refuse(err)
 		}
 		return err
 	}
-	w := frame.Hello{Lanes: 1, QueueDepth: uint32(sg.opts.QueueDepth), ConnID: s.id, Token: 1,
+	w := frame.Hello{Lanes: 1, QueueDepth: uint32(sg.Opts.QueueDepth), ConnID: s.ID, Token: 1,
 		ProbeKey: sg.pinfo.Key, ProbeLen: sg.pinfo.Len, Regions: infos}
 	out := frame.Append(nil, &frame.Header{Type: frame.TypeWelcome, Len: uint32(frame.HelloSize(&w))})
 	out = frame.AppendHello(out, &w)
 	if err := sendMsg(nc, out, sendFDs); err != nil {
-		sg.forget(s)
+		sg.Drop(s)
 		m.unmap(verbs.ErrClosed)
-		s.cancel()
 		return handshake.Err("shm", peer, err)
 	}
 	_ = nc.SetDeadline(time.Time{})

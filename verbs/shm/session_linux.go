@@ -3,7 +3,6 @@
 package shm
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,73 +13,53 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
-	"github.com/scatterkit/scatterkit/verbs/internal/listener"
+	"github.com/scatterkit/scatterkit/verbs/internal/peers"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
 // session is one connection's control socket, seen from either end, with
 // the other side's regions mapped into this process. Data never crosses
-// the socket: it carries CALL/REPLY, PING/PONG and PARAMS frames.
+// the socket: it carries CALL/REPLY, PING/PONG and PARAMS frames. The
+// Session it embeds runs the calls, the owner's Peers (queues over maps)
+// and the end; the socket and the mappings are this package's.
 type session struct {
-	t     *Transport
-	seg   *segment // owner side only
-	owner bool
-	id    uint64
-	nc    *net.UnixConn
-	rd    *frame.Reader
-	peer  string
-	maps  *mapping // the other side's regions, mapped here
+	peers.Session
+	t    *Transport
+	nc   *net.UnixConn
+	rd   *frame.Reader
+	maps *mapping // the other side's regions, mapped here
 
 	wmu  sync.Mutex // serializes writes
 	wbuf []byte
 
-	ctx    context.Context // ends when the session fails (handler contexts)
-	cancel context.CancelFunc
-
-	mu        sync.Mutex
-	closed    bool
-	cause     error
-	params    verbs.LinkParams // owner: as measured by the requester
-	pinned    []*regtab.Entry  // requester: exposures to unpin at the end
-	peerDepth int              // owner: queue depth of each Peer
-
-	calls *calls.Table  // requester: calls and pings awaiting answers
-	main  *queue        // requester: the Conn's queue
-	sem   chan struct{} // owner: bounds running calls
-	admit chan struct{} // owner: bounds outstanding calls
-
-	callBytes listener.CallBytes // owner: bytes of call requests held
-
-	peerState // owner: pooled Peers, call jobs and handler workers
+	pinned []*regtab.Entry // requester: exposures to unpin at the end (under Mu)
+	main   *queue          // requester: the Conn's queue
 
 	wg     sync.WaitGroup // the reader goroutine
-	hwg    sync.WaitGroup // handler goroutines
-	forced bool           // the socket was closed before the other side let go (under mu)
-	fenced chan struct{}  // closed once the other side let go (see finalize, Segment.Evict)
-	dead   chan struct{}
+	forced bool           // the socket was closed before the other side let go (under Mu)
 }
 
+var _ peers.Carrier = (*session)(nil)
+
 func newSession(t *Transport, owner bool, nc *net.UnixConn, peer string, m *mapping) *session {
-	s := &session{t: t, owner: owner, nc: nc, peer: peer, maps: m, dead: make(chan struct{}), fenced: make(chan struct{}),
-		rd: frame.NewReader(nc, 64<<10), calls: calls.NewTable()}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s := &session{t: t, nc: nc, maps: m, rd: frame.NewReader(nc, 64<<10)}
+	s.Init("shm", owner, peer, s)
 	return s
 }
 
 // start starts the reader; false if the session has already ended (a
 // segment closed while the handshake ran).
 func (s *session) start() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.Closed() {
 		return false
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.fail(s.readLoop())
+		s.Fail(s.readLoop())
 		s.drain()
 	}()
 	return true
@@ -88,7 +67,7 @@ func (s *session) start() bool {
 
 // drain reads and drops what the other side still sends after this side
 // of the session ended, until the other side shuts its writing half: its
-// sign that it has let go of this side's memory (see finalize). A forced
+// sign that it has let go of this side's memory (see Finalize). A forced
 // close (closeWithin past its grace) ends the wait too, unfenced.
 func (s *session) drain() {
 	var buf [4096]byte
@@ -99,36 +78,22 @@ func (s *session) drain() {
 	}
 }
 
-// fail ends the session once: handler contexts end and finalize runs in
-// the background. The reader goes on, dropping what arrives, until the
-// other side's EOF.
-func (s *session) fail(err error) {
-	if err == nil {
-		err = verbs.ErrClosed
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed, s.cause = true, err
-	s.mu.Unlock()
-	s.cancel()
-	if s.seg != nil && listener.Abnormal(err) {
-		s.seg.report(err)
-	}
-	go s.finalize()
-}
+// Shut implements peers.Carrier: nothing to do, the reader goes on,
+// dropping what arrives, until the other side's EOF (see Finalize).
+func (s *session) Shut() {}
 
-func closedErr(cause error) error {
-	if cause == nil || cause == verbs.ErrClosed {
-		return fmt.Errorf("shm: connection: %w", verbs.ErrClosed)
-	}
-	return fmt.Errorf("shm: connection: %w: %w", verbs.ErrClosed, cause)
-}
+// NewPoster implements peers.Carrier: a queue over the requester's
+// exposures, mapped here.
+func (s *session) NewPoster(depth int) peers.Poster { return newQueue(s.t, s.maps, depth) }
 
-// finalize ends the session in the order that keeps both sides' memory
-// safe, the same on either side:
+// DropPoster implements peers.Carrier: a queue holds nothing of the
+// session's but its mappings, which Finalize unmaps.
+func (s *session) DropPoster(peers.Poster) {}
+
+func closedErr(cause error) error { return peers.ClosedErr("shm", cause) }
+
+// Finalize implements peers.Carrier. It ends the session in the order
+// that keeps both sides' memory safe, the same on either side:
 //
 //  1. this side stops touching the other's memory: pending calls fail,
 //     the owner's handlers have returned (their Peers copy inside Post),
@@ -143,36 +108,35 @@ func closedErr(cause error) error {
 //
 // A side that never reaches step 2 (frozen, or hostile) keeps this one at
 // step 3; closeWithin bounds that wait, unfenced.
-func (s *session) finalize() {
-	s.mu.Lock()
-	cause := s.cause
-	s.mu.Unlock()
+func (s *session) Finalize() {
+	s.Mu.Lock()
+	cause := s.Cause()
+	s.Mu.Unlock()
 	cerr := closedErr(cause)
-	s.calls.End(cerr)
-	s.hwg.Wait()
+	s.EndCalls(cerr)
+	s.WaitHandlers()
 	if s.main != nil {
 		s.main.cq.Close(cerr)
 	}
 	s.maps.unmap(cerr)
 	_ = s.nc.CloseWrite()
 	s.wg.Wait()
-	s.mu.Lock()
+	s.Mu.Lock()
 	forced := s.forced
 	pinned := s.pinned
 	s.pinned = nil
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if !forced {
-		close(s.fenced)
+		close(s.Fenced)
 	}
 	_ = s.nc.Close()
 	if pinned != nil {
 		s.t.reg.Unpin(pinned)
 	}
-	if s.seg != nil {
-		s.jobs.Drain()
-		s.seg.forget(s)
+	if s.Owner {
+		s.Leave()
 	}
-	close(s.dead)
+	close(s.Dead)
 }
 
 // closeWithin ends the session and waits until it is finalized; if the
@@ -181,20 +145,20 @@ func (s *session) finalize() {
 // bounded.
 // It reports whether the session ended fenced.
 func (s *session) closeWithin(grace time.Duration) (fenced bool) {
-	s.fail(verbs.ErrClosed)
+	s.Fail(verbs.ErrClosed)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
-	case <-s.dead:
+	case <-s.Dead:
 	case <-t.C:
-		s.mu.Lock()
+		s.Mu.Lock()
 		s.forced = true
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		_ = s.nc.Close()
-		<-s.dead
+		<-s.Dead
 	}
 	select {
-	case <-s.fenced:
+	case <-s.Fenced:
 		return true
 	default:
 		return false
@@ -203,7 +167,7 @@ func (s *session) closeWithin(grace time.Duration) (fenced bool) {
 
 // write sends one frame.
 func (s *session) write(h *frame.Header, payload []byte) error {
-	if s.ctx.Err() != nil {
+	if s.Ctx.Err() != nil {
 		// The session ended: nothing more is sent (a handler's late reply
 		// must not reach a caller whose call already failed).
 		return closedErr(verbs.ErrClosed)
@@ -217,15 +181,18 @@ func (s *session) write(h *frame.Header, payload []byte) error {
 		s.wbuf = nil
 	}
 	if err != nil {
-		s.fail(err)
+		s.Fail(err)
 		return closedErr(err)
 	}
 	return nil
 }
 
-func (s *session) protocolErr(reason string) error {
-	return &verbs.ProtocolError{Peer: s.peer, Stage: "frame", Reason: reason}
-}
+// Send implements peers.Carrier: a failed write ends the session.
+func (s *session) Send(h frame.Header, payload []byte) { _ = s.write(&h, payload) }
+
+// Reply implements peers.Replier: every frame goes through the one
+// socket, from the reader or a handler alike.
+func (s *session) Reply(h frame.Header, payload []byte) error { return s.write(&h, payload) }
 
 func (s *session) readLoop() error {
 	var h frame.Header
@@ -233,65 +200,33 @@ func (s *session) readLoop() error {
 		if err := s.rd.Next(&h); err != nil {
 			var pe *verbs.ProtocolError
 			if errors.As(err, &pe) {
-				pe.Peer = s.peer
+				pe.Peer = s.Peer
 			}
 			return err
 		}
 		var err error
 		switch {
-		case s.owner && h.Type == frame.TypeCall:
-			err = s.onCall(&h)
-		case s.owner && h.Type == frame.TypePing:
+		case s.Owner && h.Type == frame.TypeCall:
+			err = s.OnCall(s.rd, &h, s, s)
+		case s.Owner && h.Type == frame.TypePing:
 			err = s.write(&frame.Header{Type: frame.TypePong, ID: h.ID}, nil)
-		case s.owner && h.Type == frame.TypeParams:
+		case s.Owner && h.Type == frame.TypeParams:
 			var b [frame.ParamsSize]byte
 			if err = s.rd.ReadFull(b[:]); err == nil {
 				var p verbs.LinkParams
 				if p, err = frame.DecodeParams(b[:]); err == nil {
-					s.mu.Lock()
-					s.params = p
-					s.mu.Unlock()
+					s.SetParams(p)
 				}
 			}
-		case !s.owner && (h.Type == frame.TypeReply || h.Type == frame.TypePong):
-			err = s.onReply(&h)
+		case !s.Owner && (h.Type == frame.TypeReply || h.Type == frame.TypePong):
+			err = s.Answer(s.rd, &h)
 		default:
-			return s.protocolErr("unexpected " + h.Type.String())
+			return s.ProtocolErr("unexpected " + h.Type.String())
 		}
 		if err != nil {
 			return err
 		}
 	}
-}
-
-// onReply delivers a REPLY or PONG to its waiting call.
-func (s *session) onReply(h *frame.Header) error {
-	return s.calls.Answer(s.rd, h, s.peer, closedErr)
-}
-
-// roundTrip sends a CALL (or a PING) and waits for the answer.
-func (s *session) roundTrip(ctx context.Context, ping bool, method uint16, req, resp []byte) ([]byte, error) {
-	if len(req) > frame.MaxMessage {
-		return resp, fmt.Errorf("shm: call request of %d bytes, at most %d: %w", len(req), frame.MaxMessage, verbs.ErrInvalid)
-	}
-	if err := ctx.Err(); err != nil {
-		return resp, fmt.Errorf("shm: call method %d: %w", method, err)
-	}
-	id, pc, err := s.calls.Start(ping, resp)
-	if err != nil {
-		return resp, err
-	}
-	h := frame.Header{Type: frame.TypeCall, Method: method, ID: id, Len: uint32(len(req))}
-	if ping {
-		h = frame.Header{Type: frame.TypePing, ID: id}
-	}
-	_ = s.write(&h, req) // a failed write ends the session, which fails the call
-	return s.calls.Wait(ctx, id, pc, method, resp)
-}
-
-func (s *session) ping(ctx context.Context) error {
-	_, err := s.roundTrip(ctx, true, 0, nil, nil)
-	return err
 }
 
 // sendMsg writes b with the descriptors attached.

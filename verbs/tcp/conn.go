@@ -10,34 +10,24 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
 	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
-	"github.com/scatterkit/scatterkit/verbs/internal/probe"
+	"github.com/scatterkit/scatterkit/verbs/internal/peers"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
-// conn is the requester's verbs.Conn.
+// conn is the requester's verbs.Conn: its initiator (Post, Poll, Wait and
+// Remote are the initiator's) on its session.
 type conn struct {
+	*initiator
 	s    *session
-	in   *initiator
 	link verbs.LinkParams
 }
 
 var _ verbs.Conn = (*conn)(nil)
 
 func (t *Transport) connect(ctx context.Context, addr string, opts verbs.ConnectOptions) (*conn, error) {
-	if opts.Lanes == 0 {
-		opts.Lanes = verbs.DefaultLanes
-	}
-	if opts.QueueDepth == 0 {
-		opts.QueueDepth = verbs.DefaultQueueDepth
-	}
-	if opts.Lanes < 1 || opts.Lanes > verbs.MaxLanes || opts.QueueDepth < 1 || opts.QueueDepth > verbs.MaxQueueDepth {
-		return nil, fmt.Errorf("tcp: connect: %d lanes, queue depth %d: %w", opts.Lanes, opts.QueueDepth, verbs.ErrInvalid)
-	}
-	if err := verbs.CheckExports(opts.Expose); err != nil {
-		return nil, fmt.Errorf("tcp: connect: %w", err)
-	}
-	if len(opts.Expose) > frame.MaxRegions {
-		return nil, fmt.Errorf("tcp: connect: %d exposures, at most %d: %w", len(opts.Expose), frame.MaxRegions, verbs.ErrInvalid)
+	opts, err := peers.CheckConnect("tcp", opts, true)
+	if err != nil {
+		return nil, err
 	}
 	pins, err := t.reg.Pin(opts.Expose)
 	if err != nil {
@@ -49,21 +39,15 @@ func (t *Transport) connect(ctx context.Context, addr string, opts verbs.Connect
 		return nil, err
 	}
 	s.pinned = pins
-	c := &conn{s: s, in: s.main}
+	c := &conn{initiator: s.main, s: s}
 	if err := t.open.AddConn(c); err != nil {
 		s.close()
 		return nil, fmt.Errorf("tcp: transport: %w", err)
 	}
-	link, err := probe.Connect(ctx, opts, t, probe.Target{Queue: c.in, Ping: s.ping,
-		RemoteKey: welcome.ProbeKey, RemoteLen: welcome.ProbeLen})
-	if err != nil {
+	if c.link, err = s.Measure(ctx, opts, t, c.initiator, welcome.ProbeKey, welcome.ProbeLen); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("tcp: connect %s: %w", addr, err)
 	}
-	c.link = link
-	s.lanes[0].sq.appendFrames(func(b *batch) {
-		b.frameInline(&frame.Header{Type: frame.TypeParams, Len: frame.ParamsSize}, frame.AppendParams(nil, link))
-	})
 	return c, nil
 }
 
@@ -186,7 +170,7 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 		}
 	}
 	s := newSession(t, false, peer)
-	s.id = welcome.ConnID
+	s.ID = welcome.ConnID
 	s.checked = welcome.Flags&frame.FlagUnchecked == 0
 	s.serve = regtab.NewTable(exposed)
 	s.remote = welcome.Regions
@@ -198,26 +182,12 @@ func (t *Transport) dial(ctx context.Context, addr string, opts verbs.ConnectOpt
 	return s, welcome, nil
 }
 
-// Post implements verbs.Queue.
-func (c *conn) Post(wrs []verbs.WorkRequest) (int, error) { return c.in.Post(wrs) }
-
-// Poll implements verbs.Queue.
-func (c *conn) Poll(out []verbs.Completion) (int, error) { return c.in.Poll(out) }
-
-// Wait implements verbs.Queue.
-func (c *conn) Wait(ctx context.Context, out []verbs.Completion, min int) (int, error) {
-	return c.in.Wait(ctx, out, min)
-}
-
-// Remote implements verbs.Queue.
-func (c *conn) Remote() []verbs.RegionInfo { return c.in.remote }
-
 // LinkParams implements verbs.Queue.
 func (c *conn) LinkParams() verbs.LinkParams { return c.link }
 
 // Call implements verbs.Conn.
 func (c *conn) Call(ctx context.Context, method uint16, req, resp []byte) ([]byte, error) {
-	return c.s.roundTrip(ctx, false, method, req, resp)
+	return c.s.Call(ctx, method, req, resp)
 }
 
 // Close implements verbs.Conn.

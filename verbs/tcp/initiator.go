@@ -9,6 +9,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/cq"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
+	"github.com/scatterkit/scatterkit/verbs/internal/peers"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -70,8 +71,18 @@ func newInitiator(s *session, qid uint32, depth int, remote []verbs.RegionInfo) 
 	return in
 }
 
+var _ peers.Poster = (*initiator)(nil)
+
 // Post implements verbs.Queue.
 func (in *initiator) Post(wrs []verbs.WorkRequest) (int, error) { return in.post(wrs, false, 0) }
+
+// PostAt implements peers.Poster.
+func (in *initiator) PostAt(wrs []verbs.WorkRequest, epoch uint64) (int, error) {
+	return in.post(wrs, true, epoch)
+}
+
+// CQ implements peers.Poster.
+func (in *initiator) CQ() *cq.Queue { return in.cq }
 
 // post is Post; checked (a Peer's) posts only while the queue is still at
 // epoch.
@@ -81,18 +92,9 @@ func (in *initiator) post(wrs []verbs.WorkRequest, checked bool, epoch uint64) (
 	}
 	in.postMu.Lock()
 	defer in.postMu.Unlock()
-	var n int
-	var err error
-	if checked {
-		n, err = in.cq.ReserveAt(epoch, len(wrs))
-	} else {
-		n, err = in.cq.Reserve(len(wrs))
-	}
+	n, err := peers.Reserve("tcp", in.cq, len(wrs), checked, epoch)
 	if n == 0 {
-		if err == verbs.ErrQueueFull {
-			return 0, err // bare: a full queue is routine and must not allocate
-		}
-		return 0, fmt.Errorf("tcp: post: %w", err)
+		return 0, err
 	}
 	wrs = wrs[:n]
 	in.freeMu.Lock()
@@ -256,9 +258,4 @@ func (in *initiator) flush(cause error) {
 
 // closedErr is the error a closed queue reports: ErrClosed, with the
 // cause when there is one.
-func closedErr(cause error) error {
-	if cause == nil || cause == verbs.ErrClosed {
-		return fmt.Errorf("tcp: connection: %w", verbs.ErrClosed)
-	}
-	return fmt.Errorf("tcp: connection: %w: %w", verbs.ErrClosed, cause)
-}
+func closedErr(cause error) error { return peers.ClosedErr("tcp", cause) }

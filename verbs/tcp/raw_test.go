@@ -107,12 +107,7 @@ func newOwnerFixture(t *testing.T) *ownerFixture {
 	require.NoError(t, err)
 	verbstest.Fill(r, f.reg.Bytes())
 	f.seg, err = f.tr.Listen("127.0.0.1:0", []verbs.Export{{Name: "rw", Region: f.reg}}, verbs.ListenOptions{
-		OnError: func(err error) {
-			select {
-			case f.errs <- err:
-			default:
-			}
-		},
+		OnError: verbstest.ErrorLog(f.errs),
 	})
 	require.NoError(t, err)
 	f.req = tcp.New(tcp.Config{})
@@ -126,15 +121,7 @@ func newOwnerFixture(t *testing.T) *ownerFixture {
 // data.
 func (f *ownerFixture) requireHealthy(t *testing.T) {
 	t.Helper()
-	local, err := f.req.Alloc(4096, verbs.AccessLocal)
-	require.NoError(t, err)
-	defer f.req.Deregister(local)
-	cs := make([]verbs.Completion, 1)
-	_, err = verbstest.Drive(verbstest.Context(t), f.good, []verbs.WorkRequest{{ID: 1, Op: verbs.OpRead, Len: 4096,
-		LocalKey: local.Key(), RemoteKey: f.reg.Key(), RemoteOff: 1000}}, cs)
-	require.NoError(t, err)
-	verbstest.RequireOK(t, cs)
-	require.True(t, bytes.Equal(f.reg.Bytes()[1000:5096], local.Bytes()))
+	verbstest.RequireReads(t, f.req, f.good, f.reg, 1000)
 }
 
 func (f *ownerFixture) requireReported(t *testing.T, stage string) {

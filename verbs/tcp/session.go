@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,9 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/internal/calls"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
-	"github.com/scatterkit/scatterkit/verbs/internal/listener"
+	"github.com/scatterkit/scatterkit/verbs/internal/peers"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -19,53 +17,38 @@ import (
 // either end. Both ends serve READ/WRITE frames against their own table
 // (the owner: its exports; the requester: its exposures) and collect
 // DATA/ACK answers for their initiators; the owner also runs control
-// calls, and the requester waits for their replies.
+// calls, and the requester waits for their replies. The Session it embeds
+// runs the calls, the owner's Peers (initiators) and the end; the lanes,
+// the tables and the initiators' routing are this package's.
 type session struct {
+	peers.Session
 	t      *Transport
 	seg    *segment // owner side only
-	owner  bool
-	id     uint64
 	token  uint64
-	peer   string // remote address, for errors
 	serve  *regtab.Table
 	remote []verbs.RegionInfo // the other side's regions (owner: the requester's exposures)
 
-	peerDepth int    // owner: queue depth of each Peer
-	joined    []bool // owner: lanes that have joined (under mu)
+	joined []bool // owner: lanes that have joined (under Mu)
 
-	ctx    context.Context // ends when the session fails (handler contexts)
-	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	lanes  []*lane // attached lanes, in lane order where known
-	closed bool
-	cause  error
+	// Under Mu:
+	lanes  []*lane               // attached lanes, in lane order where known
 	queues map[uint32]*initiator // owner: Peer initiators by queue id (running and idle)
 	nextQ  uint32
-	params verbs.LinkParams // owner: as measured by the requester
-	pinned []*regtab.Entry  // requester: exposures to unpin at the end
+	pinned []*regtab.Entry // requester: exposures to unpin at the end
 
-	calls *calls.Table  // requester: calls and pings awaiting answers
-	main  *initiator    // requester: the Conn's queue
-	sem   chan struct{} // owner: bounds running calls
-	admit chan struct{} // owner: bounds outstanding calls
+	main *initiator // requester: the Conn's queue
 
-	callBytes listener.CallBytes // owner: bytes of call requests held
-	laneShare atomic.Int64       // owner: lanes taken from the segment's MaxSegmentLanes
-	checked   bool               // frames after the handshake carry checksums
+	laneShare atomic.Int64 // owner: lanes taken from the segment's MaxSegmentLanes
+	checked   bool         // frames after the handshake carry checksums
 
-	peerState // owner: pooled Peers, call jobs and handler workers
-
-	wg     sync.WaitGroup // lane goroutines
-	hwg    sync.WaitGroup // handler goroutines
-	fenced chan struct{}  // closed once the lanes stopped and the handlers returned (see Segment.Evict)
-	dead   chan struct{}  // closed once finalized
+	wg sync.WaitGroup // lane goroutines
 }
 
+var _ peers.Carrier = (*session)(nil)
+
 func newSession(t *Transport, owner bool, peer string) *session {
-	s := &session{t: t, owner: owner, peer: peer, dead: make(chan struct{}), fenced: make(chan struct{}),
-		queues: make(map[uint32]*initiator), calls: calls.NewTable()}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s := &session{t: t, queues: make(map[uint32]*initiator)}
+	s.Init("tcp", owner, peer, s)
 	return s
 }
 
@@ -91,9 +74,9 @@ const completionBatch = 1024
 // attach adds a lane and starts its goroutines; false if the session has
 // ended.
 func (s *session) attach(l *lane) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.Closed() {
 		return false
 	}
 	l.s = s
@@ -107,121 +90,140 @@ func (s *session) attach(l *lane) bool {
 	go func() {
 		defer s.wg.Done()
 		err := l.sq.writeLoop(l.nc)
-		s.fail(err)
+		s.Fail(err)
 	}()
 	go func() {
 		defer s.wg.Done()
 		err := l.readLoop()
 		var pe *verbs.ProtocolError
 		if errors.As(err, &pe) && pe.Peer == "" {
-			pe.Peer = s.peer
+			pe.Peer = s.Peer
 		}
-		s.fail(err)
+		s.Fail(err)
 	}()
 	return true
 }
 
 // postLanes returns the lanes to post on (nil once the session ended).
 func (s *session) postLanes() []*lane {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.Closed() {
 		return nil
 	}
 	return s.lanes
 }
 
-// fail ends the session (once): it closes every lane, cancels handler
-// contexts and finalizes in the background.
-func (s *session) fail(err error) {
-	if err == nil {
-		err = verbs.ErrClosed
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	s.cause = err
-	lanes := s.lanes
-	s.mu.Unlock()
-	s.cancel()
+// Shut implements peers.Carrier: every lane is closed, which stops its
+// reader and writer.
+func (s *session) Shut() {
+	s.Mu.Lock()
+	lanes := s.lanes // attach adds none once the session failed
+	s.Mu.Unlock()
 	for _, l := range lanes {
 		_ = l.nc.Close()
 		l.sq.close()
 	}
-	if s.owner && s.seg != nil && listener.Abnormal(err) {
-		s.seg.report(err)
-	}
-	go s.finalize()
 }
 
-// finalize runs after fail: once the lane goroutines have stopped it
-// completes every outstanding request and call with ErrClosed.
-func (s *session) finalize() {
+// Finalize implements peers.Carrier: once the lane goroutines have
+// stopped it completes every outstanding request and call with ErrClosed.
+func (s *session) Finalize() {
 	s.wg.Wait() // no lane reads into, or sends from, local memory now
-	s.mu.Lock()
-	cause := s.cause
+	s.Mu.Lock()
+	cause := s.Cause()
 	queues := make([]*initiator, 0, len(s.queues)+1)
 	for _, in := range s.queues {
 		queues = append(queues, in)
 	}
 	pinned := s.pinned
 	s.pinned = nil
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if s.main != nil {
 		queues = append(queues, s.main)
 	}
 	for _, in := range queues {
 		in.flush(cause)
 	}
-	s.calls.End(closedErr(cause))
+	s.EndCalls(closedErr(cause))
 	if pinned != nil {
 		s.t.reg.Unpin(pinned)
 	}
-	if s.seg != nil {
+	if s.Owner {
 		// A handler may still copy what the connection sent (a gather
 		// WRITE scattering a chunk it read): fenced once they returned.
-		s.hwg.Wait()
-		s.giveBack()
-		s.seg.forget(s)
+		s.WaitHandlers()
+		s.giveLanes()
+		s.Leave()
 	}
-	close(s.fenced)
-	close(s.dead)
+	close(s.Fenced)
+	close(s.Dead)
 }
 
-// giveBack returns what an owner session took from its segment: its lanes
-// and its idle call buffers. It is idempotent.
-func (s *session) giveBack() {
+// giveLanes returns the lanes an owner session took from its segment's
+// MaxSegmentLanes. It is idempotent.
+func (s *session) giveLanes() {
 	if n := s.laneShare.Swap(0); n != 0 {
 		s.seg.lanes.Add(-n)
 	}
-	s.jobs.Drain()
 }
 
 // close ends the session and waits until it is finalized.
 func (s *session) close() {
-	s.fail(verbs.ErrClosed)
-	<-s.dead
+	s.Fail(verbs.ErrClosed)
+	<-s.Dead
+}
+
+// NewPoster implements peers.Carrier: an initiator under a queue id of its
+// own, which answers are routed by. It runs under Mu.
+func (s *session) NewPoster(depth int) peers.Poster {
+	for {
+		s.nextQ = s.nextQ%maxQueueID + 1
+		if _, used := s.queues[s.nextQ]; !used {
+			break
+		}
+	}
+	in := newInitiator(s, s.nextQ, depth, s.remote)
+	if s.Closed() {
+		// Finalize may have collected the queues already: end it here.
+		in.ended = true
+		in.cq.Close(closedErr(s.Cause()))
+	}
+	s.queues[in.qid] = in
+	return in
+}
+
+// DropPoster implements peers.Carrier: the initiator's queue id is free
+// again.
+func (s *session) DropPoster(p peers.Poster) { delete(s.queues, p.(*initiator).qid) }
+
+// Send implements peers.Carrier: a call goes on the lane its id picks. On
+// a session that ended nothing is sent (Finalize fails the call).
+func (s *session) Send(h frame.Header, payload []byte) {
+	lanes := s.postLanes()
+	if len(lanes) > 0 {
+		lanes[h.ID%uint64(len(lanes))].sq.appendFrames(func(b *batch) {
+			b.frameInline(&h, payload)
+		})
+	}
 }
 
 // route finds the initiator an answer belongs to.
 func (s *session) route(q uint32) *initiator {
-	if !s.owner {
+	if !s.Owner {
 		if q != 0 {
 			return nil
 		}
 		return s.main
 	}
-	s.mu.Lock()
+	s.Mu.Lock()
 	in := s.queues[q]
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	return in
 }
 
 func (l *lane) protocolErr(stage, reason string) error {
-	return &verbs.ProtocolError{Peer: l.s.peer, Stage: stage, Reason: reason}
+	return &verbs.ProtocolError{Peer: l.s.Peer, Stage: stage, Reason: reason}
 }
 
 // respond returns the batch responses go into.
@@ -238,7 +240,7 @@ func (l *lane) respond() *batch {
 // cycle.
 func (l *lane) flushOut() {
 	if l.out != nil {
-		l.sq.submit(l.out, l.s.owner)
+		l.sq.submit(l.out, l.s.Owner)
 		l.out = nil
 	}
 }
@@ -299,22 +301,22 @@ func (l *lane) readLoop() error {
 		case frame.TypeAck:
 			err = l.onAnswer(&h, verbs.OpWrite)
 		case frame.TypePing:
-			if !l.s.owner {
+			if !l.s.Owner {
 				return l.protocolErr("frame", "PING to a requester")
 			}
 			l.respond().header(&frame.Header{Type: frame.TypePong, ID: h.ID})
 		case frame.TypeCall:
-			if !l.s.owner {
+			if !l.s.Owner {
 				return l.protocolErr("frame", "CALL to a requester")
 			}
 			err = l.onCall(&h)
 		case frame.TypeParams:
-			if !l.s.owner {
+			if !l.s.Owner {
 				return l.protocolErr("frame", "PARAMS to a requester")
 			}
 			err = l.onParams(&h)
 		case frame.TypeReply, frame.TypePong:
-			if l.s.owner {
+			if l.s.Owner {
 				return l.protocolErr("frame", h.Type.String()+" to an owner")
 			}
 			err = l.onReply(&h)
@@ -418,8 +420,42 @@ func (l *lane) onParams(h *frame.Header) error {
 	if err != nil {
 		return err
 	}
-	l.s.mu.Lock()
-	l.s.params = p
-	l.s.mu.Unlock()
+	l.s.SetParams(p)
+	return nil
+}
+
+// onReply delivers a REPLY or PONG to its waiting call.
+func (l *lane) onReply(h *frame.Header) error {
+	if h.Len > uint32(l.rd.Buffered()) {
+		l.idle()
+	}
+	return l.s.Answer(l.rd, h)
+}
+
+// onCall reads a CALL and hands it to a handler goroutine (see
+// peers.Session.OnCall): an answer at once joins this reader's responses,
+// the handler's REPLY goes on this lane.
+func (l *lane) onCall(h *frame.Header) error {
+	if int(h.Len) > l.rd.Buffered() {
+		l.idle()
+	}
+	return l.s.OnCall(l.rd, h, (*readerReply)(l), l)
+}
+
+// Reply implements peers.Replier for a handler's REPLY, sent from the
+// handler's goroutine.
+func (l *lane) Reply(h frame.Header, payload []byte) error {
+	l.sq.appendFrames(func(b *batch) {
+		b.frameInline(&h, payload)
+	})
+	return nil
+}
+
+// readerReply is a lane as its own reader answers through it
+// (peers.Replier): the answer joins the reader's batch of responses.
+type readerReply lane
+
+func (r *readerReply) Reply(h frame.Header, payload []byte) error {
+	(*lane)(r).respond().frameInline(&h, payload)
 	return nil
 }

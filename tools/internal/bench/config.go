@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,8 +16,8 @@ import (
 	"github.com/scatterkit/scatterkit/tools/internal/netns"
 	"github.com/scatterkit/scatterkit/tools/internal/units"
 	"github.com/scatterkit/scatterkit/verbs"
-	"github.com/scatterkit/scatterkit/verbs/shm"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
+	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
 // Owner placements.
@@ -115,34 +116,71 @@ func (b bytesValue) Set(s string) error {
 // rejection is a *FlagError wrapping ErrUsage, or flag.ErrHelp.
 func Parse(args []string, out io.Writer) (Config, error) {
 	var (
-		c                      Config
-		transports, modes, wls string
-		fragSize, largeSize    int64
-		frags, largeCount      int
-		src, dst, dir          string
-		seed                   string
+		c Config
+		f cliFlags
 	)
+	fs := newFlagSet(&c, &f, out)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, &FlagError{Flag: "arguments", Value: fs.Arg(0), Reason: "unexpected; every setting is a flag (the owner mode is \"scatterbench owner ...\" as the first argument)"}
+	}
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if err := c.checkSettings(&f); err != nil {
+		return c, err
+	}
+	list, err := f.workloadList(uint64(c.TableBytes))
+	if err != nil {
+		return c, err
+	}
+	if err := c.setPasses(&f, list); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// cliFlags are the flags that Parse checks before they become settings
+// (or workloads and passes), and which flags were given.
+type cliFlags struct {
+	transports, modes, workloads string
+	fragSize, largeSize          int64
+	frags, largeCount            int
+	src, dst, dir                string
+	seed                         string
+	set                          map[string]bool
+}
+
+// custom reports whether a custom workload's geometry flag was given.
+func (f *cliFlags) custom() bool {
+	return f.set["frag-size"] || f.set["frags"] || f.set["large-count"] || f.set["large-size"] || f.set["src"] || f.set["dst"] || f.set["dir"]
+}
+
+// newFlagSet defines scatterbench's flags, into c or f, with their
+// defaults.
+func newFlagSet(c *Config, f *cliFlags, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("scatterbench", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&transports, "transport", "", "transports, comma-separated: tcp, shm (default: tcp, plus many-small over shm)")
+	fs.StringVar(&f.transports, "transport", "", "transports, comma-separated: tcp, shm (default: tcp, plus many-small over shm)")
 	fs.StringVar(&c.Owner, "owner", OwnerProcess, "where the owner runs: inproc, process (this binary re-executed), netns (a network namespace over veth; root)")
 	fs.StringVar(&c.TBF, "tbf", "", "with -owner netns: shape the veth with tc tbf at this rate (e.g. 1gbit)")
-	fs.StringVar(&modes, "mode", "all", "modes, comma-separated: direct, gather, adaptive, hybrid; all = direct,gather,adaptive")
-	fs.StringVar(&wls, "workloads", "", "workloads, comma-separated: "+strings.Join(Names(), ", ")+"; all; matrix; default = "+strings.Join(DefaultWorkloads, ","))
-	fs.Var(bytesValue{&fragSize}, "frag-size", "custom workload: small fragment size")
-	fs.IntVar(&frags, "frags", 0, "custom workload: small fragment count")
-	fs.IntVar(&largeCount, "large-count", 0, "custom workload: large fragment count")
-	fs.Var(bytesValue{&largeSize}, "large-size", "custom workload: large fragment size")
-	fs.StringVar(&src, "src", string(Random), "custom workload: source order, random or sequential")
-	fs.StringVar(&dst, "dst", string(Contiguous), "custom workload: destination layout, contiguous or fragmented")
-	fs.StringVar(&dir, "dir", "read", "custom workload: direction, read or write")
+	fs.StringVar(&f.modes, "mode", "all", "modes, comma-separated: direct, gather, adaptive, hybrid; all = direct,gather,adaptive")
+	fs.StringVar(&f.workloads, "workloads", "", "workloads, comma-separated: "+strings.Join(Names(), ", ")+"; all; matrix; default = "+strings.Join(DefaultWorkloads, ","))
+	fs.Var(bytesValue{&f.fragSize}, "frag-size", "custom workload: small fragment size")
+	fs.IntVar(&f.frags, "frags", 0, "custom workload: small fragment count")
+	fs.IntVar(&f.largeCount, "large-count", 0, "custom workload: large fragment count")
+	fs.Var(bytesValue{&f.largeSize}, "large-size", "custom workload: large fragment size")
+	fs.StringVar(&f.src, "src", string(Random), "custom workload: source order, random or sequential")
+	fs.StringVar(&f.dst, "dst", string(Contiguous), "custom workload: destination layout, contiguous or fragmented")
+	fs.StringVar(&f.dir, "dir", "read", "custom workload: direction, read or write")
 	fs.IntVar(&c.StagingSlots, "staging-slots", 8, "owner staging slots one gather command may hold (P)")
 	c.StagingBytes = 64 << 20
 	fs.Var(bytesValue{&c.StagingBytes}, "staging-bytes", "owner staging pool size")
 	fs.IntVar(&c.Callers, "callers", 1, "concurrent callers, each with its own destination")
 	fs.IntVar(&c.Reps, "reps", 20, "measured repetitions per workload and mode")
 	fs.IntVar(&c.Warmup, "warmup", 3, "unmeasured repetitions first")
-	fs.StringVar(&seed, "seed", "", "seed of the owner's data and the plans (default: from the clock, printed)")
+	fs.StringVar(&f.seed, "seed", "", "seed of the owner's data and the plans (default: from the clock, printed)")
 	fs.StringVar(&c.JSONPath, "json", "", "write JSON lines to this file (\"-\": stdout, the table then goes to stderr)")
 	fs.StringVar(&c.PlotDir, "plot", "", "write PNG plots into this directory")
 	fs.StringVar(&c.ReportDir, "report", "", "write an HTML report (index.html: tables, goals, pictures; no external assets) into this directory")
@@ -151,32 +189,29 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.Var(bytesValue{&c.TableBytes}, "table-bytes", "size of the owner's data region")
 	fs.IntVar(&c.Lanes, "lanes", 0, "tcp lanes per connection (0: verbs' default)")
 	fs.BoolVar(&c.TCPNoChecksums, "tcp-no-checksums", false, "tcp frames without checksums on both sides (to measure what they cost)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, &FlagError{Flag: "arguments", Value: fs.Arg(0), Reason: "unexpected; every setting is a flag (the owner mode is \"scatterbench owner ...\" as the first argument)"}
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return fs
+}
 
-	if seed == "" {
+// checkSettings sets the seed (from the clock without -seed) and the
+// modes, and checks the settings' ranges and combinations.
+func (c *Config) checkSettings(f *cliFlags) error {
+	if f.seed == "" {
 		c.Seed, c.SeedFromClock = uint64(time.Now().UnixNano())&(1<<53-1), true
 	} else {
-		v, err := strconv.ParseUint(seed, 10, 64)
+		v, err := strconv.ParseUint(f.seed, 10, 64)
 		if err != nil {
-			return c, &FlagError{Flag: "-seed", Value: seed, Reason: "want an unsigned integer"}
+			return &FlagError{Flag: "-seed", Value: f.seed, Reason: "want an unsigned integer"}
 		}
 		c.Seed = v
 	}
 	switch c.Owner {
 	case OwnerInproc, OwnerProcess, OwnerNetns:
 	default:
-		return c, &FlagError{Flag: "-owner", Value: c.Owner, Reason: "want inproc, process or netns"}
+		return &FlagError{Flag: "-owner", Value: c.Owner, Reason: "want inproc, process or netns"}
 	}
 	var err error
-	if c.Modes, err = parseModes(modes); err != nil {
-		return c, err
+	if c.Modes, err = parseModes(f.modes); err != nil {
+		return err
 	}
 	num := []struct {
 		flag  string
@@ -185,86 +220,107 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	}{
 		{"-reps", c.Reps, 1, MaxReps}, {"-warmup", c.Warmup, 0, MaxReps}, {"-callers", c.Callers, 1, MaxCallers},
 		{"-staging-slots", c.StagingSlots, 1, 1 << 16}, {"-lanes", c.Lanes, 0, verbs.MaxLanes},
-		{"-frags", frags, 0, 1 << 24}, {"-large-count", largeCount, 0, 1 << 24},
+		{"-frags", f.frags, 0, 1 << 24}, {"-large-count", f.largeCount, 0, 1 << 24},
 	}
 	for _, n := range num {
 		if n.v < n.lo || n.v > n.hi {
-			return c, &FlagError{Flag: n.flag, Value: strconv.Itoa(n.v), Reason: fmt.Sprintf("must lie in [%d, %d]", n.lo, n.hi)}
+			return &FlagError{Flag: n.flag, Value: strconv.Itoa(n.v), Reason: fmt.Sprintf("must lie in [%d, %d]", n.lo, n.hi)}
 		}
 	}
 	if c.TableBytes < MinTable || c.TableBytes > MaxTable {
-		return c, &FlagError{Flag: "-table-bytes", Value: strconv.FormatInt(c.TableBytes, 10), Reason: "must lie in [1 MiB, 1 TiB]"}
+		return &FlagError{Flag: "-table-bytes", Value: strconv.FormatInt(c.TableBytes, 10), Reason: "must lie in [1 MiB, 1 TiB]"}
 	}
 	if c.StagingBytes < 1<<20 || c.StagingBytes > 1<<36 {
-		return c, &FlagError{Flag: "-staging-bytes", Value: strconv.FormatInt(c.StagingBytes, 10), Reason: "must lie in [1 MiB, 64 GiB]"}
+		return &FlagError{Flag: "-staging-bytes", Value: strconv.FormatInt(c.StagingBytes, 10), Reason: "must lie in [1 MiB, 64 GiB]"}
 	}
 	if c.TBF != "" {
 		if c.Owner != OwnerNetns {
-			return c, &FlagError{Flag: "-tbf", Value: c.TBF, Reason: "shapes the veth of -owner netns only"}
+			return &FlagError{Flag: "-tbf", Value: c.TBF, Reason: "shapes the veth of -owner netns only"}
 		}
 		if _, err := netns.RateBytes(c.TBF); err != nil {
-			return c, &FlagError{Flag: "-tbf", Value: c.TBF, Reason: err.Error()}
+			return &FlagError{Flag: "-tbf", Value: c.TBF, Reason: err.Error()}
 		}
 	}
+	return nil
+}
 
-	// Workloads: named ones, plus "custom" from the geometry flags.
-	custom := set["frag-size"] || set["frags"] || set["large-count"] || set["large-size"] || set["src"] || set["dst"] || set["dir"]
+// workloadList returns the workloads to run, each checked against a
+// table of tableBytes: the named ones (-workloads, else the default
+// unless a custom workload is given), then "custom" from the geometry
+// flags.
+func (f *cliFlags) workloadList(tableBytes uint64) ([]Workload, error) {
 	var list []Workload
+	var err error
 	switch {
-	case wls != "":
-		if list, err = Expand(wls); err != nil {
-			return c, err
+	case f.workloads != "":
+		if list, err = Expand(f.workloads); err != nil {
+			return nil, err
 		}
-	case !custom:
+	case !f.custom():
 		list, _ = Expand("default")
 	}
-	if custom {
-		w := Workload{Name: "custom", Doc: "geometry from the flags", Small: Frags{uint64(fragSize), frags},
-			Large: Frags{uint64(largeSize), largeCount}, Src: Order(src), Dst: Layout(dst)}
-		switch dir {
-		case "read":
-			w.Dir = verbs.OpRead
-		case "write":
-			w.Dir = verbs.OpWrite
-		default:
-			return c, &FlagError{Flag: "-dir", Value: dir, Reason: "want read or write"}
-		}
-		if w.Src != Random && w.Src != Sequential {
-			return c, &FlagError{Flag: "-src", Value: src, Reason: "want random or sequential"}
-		}
-		if w.Dst != Contiguous && w.Dst != Fragmented {
-			return c, &FlagError{Flag: "-dst", Value: dst, Reason: "want contiguous or fragmented"}
-		}
-		if w.Small.Count > 0 && w.Small.Size == 0 {
-			w.Small.Size = 264
-		}
-		if w.Large.Count > 0 && w.Large.Size == 0 {
-			w.Large.Size = 512 << 10
-		}
-		if w.Fragments() == 0 {
-			return c, &FlagError{Flag: "-frags", Value: "0", Reason: "a custom workload needs -frags or -large-count"}
+	if f.custom() {
+		w, err := f.customWorkload()
+		if err != nil {
+			return nil, err
 		}
 		list = append(list, w)
 	}
 	for i := range list {
-		if err := list[i].Check(uint64(c.TableBytes)); err != nil {
-			return c, err
+		if err := list[i].Check(tableBytes); err != nil {
+			return nil, err
 		}
 	}
+	return list, nil
+}
 
-	// Passes.
-	c.DefaultPasses = transports == "" && wls == "" && !custom
+// customWorkload is the workload the geometry flags describe, with
+// scatterbench's default fragment sizes where only a count is given.
+func (f *cliFlags) customWorkload() (Workload, error) {
+	w := Workload{Name: "custom", Doc: "geometry from the flags", Small: Frags{uint64(f.fragSize), f.frags},
+		Large: Frags{uint64(f.largeSize), f.largeCount}, Src: Order(f.src), Dst: Layout(f.dst)}
+	switch f.dir {
+	case "read":
+		w.Dir = verbs.OpRead
+	case "write":
+		w.Dir = verbs.OpWrite
+	default:
+		return w, &FlagError{Flag: "-dir", Value: f.dir, Reason: "want read or write"}
+	}
+	if w.Src != Random && w.Src != Sequential {
+		return w, &FlagError{Flag: "-src", Value: f.src, Reason: "want random or sequential"}
+	}
+	if w.Dst != Contiguous && w.Dst != Fragmented {
+		return w, &FlagError{Flag: "-dst", Value: f.dst, Reason: "want contiguous or fragmented"}
+	}
+	if w.Small.Count > 0 && w.Small.Size == 0 {
+		w.Small.Size = 264
+	}
+	if w.Large.Count > 0 && w.Large.Size == 0 {
+		w.Large.Size = 512 << 10
+	}
+	if w.Fragments() == 0 {
+		return w, &FlagError{Flag: "-frags", Value: "0", Reason: "a custom workload needs -frags or -large-count"}
+	}
+	return w, nil
+}
+
+// setPasses sets a pass per transport (-transport, tcp by default) over
+// the workloads, plus, for the default run, many-small over shm.
+func (c *Config) setPasses(f *cliFlags, list []Workload) error {
+	c.DefaultPasses = f.transports == "" && f.workloads == "" && !f.custom()
 	var ts []string
-	if transports == "" {
+	if f.transports == "" {
 		ts = []string{"tcp"}
 	} else {
-		for _, t := range strings.Split(transports, ",") {
+		for _, t := range strings.Split(f.transports, ",") {
 			t = strings.TrimSpace(t)
-			if t != "tcp" && t != "shm" {
-				return c, &FlagError{Flag: "-transport", Value: t, Reason: "want tcp or shm"}
+			var unknown *transports.UnknownError
+			if errors.As(transports.Check(t), &unknown) {
+				return &FlagError{Flag: "-transport", Value: t, Reason: unknown.Want()}
 			}
 			if c.Owner == OwnerNetns && t == "shm" {
-				return c, &FlagError{Flag: "-transport", Value: t, Reason: "shm connects processes of one host through a Unix socket, not over the veth: use tcp with -owner netns"}
+				return &FlagError{Flag: "-transport", Value: t, Reason: "shm connects processes of one host through a Unix socket, not over the veth: use tcp with -owner netns"}
 			}
 			ts = append(ts, t)
 		}
@@ -276,7 +332,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		ms, _ := Lookup("many-small")
 		c.Passes = append(c.Passes, Pass{Transport: "shm", Workloads: []Workload{ms}})
 	}
-	return c, nil
+	return nil
 }
 
 func parseModes(s string) ([]Mode, error) {
@@ -312,9 +368,22 @@ func parseModes(s string) ([]Mode, error) {
 
 // newTransport returns a transport of the named kind ("tcp" or "shm") as
 // the configuration asks.
-func (c *Config) newTransport(kind string) verbs.Transport {
-	if kind == "shm" {
-		return shm.New(shm.Config{})
+func (c *Config) newTransport(kind string) (verbs.Transport, error) {
+	tr, err := transports.New(kind, transports.Config{TCP: tcp.Config{NoChecksums: c.TCPNoChecksums}})
+	if err != nil {
+		return nil, fmt.Errorf("scatterbench: %w", err)
 	}
-	return tcp.New(tcp.Config{NoChecksums: c.TCPNoChecksums})
+	return tr, nil
+}
+
+// newTransportPair returns two transports of the named kind, an owner's
+// and a requester's for a pass run in this process.
+func (c *Config) newTransportPair(kind string) (owner, req verbs.Transport, err error) {
+	if owner, err = c.newTransport(kind); err != nil {
+		return nil, nil, err
+	}
+	if req, err = c.newTransport(kind); err != nil {
+		return nil, nil, errors.Join(err, owner.Close())
+	}
+	return owner, req, nil
 }

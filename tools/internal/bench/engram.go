@@ -16,6 +16,7 @@ import (
 	"github.com/scatterkit/scatterkit/engram/snapshot"
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
 // Engram workload kinds (Workload.Engram).
@@ -240,10 +241,16 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 	T, K, R := w.Tokens, w.Small.Count/w.Tokens, e.rowBytes
 	ids := r.engramIDs(w, e)
 	names := slices.Repeat([]string{engramTable}, K)
-	newTransport := func() verbs.Transport { return c.newTransport(transport) }
-	ownerT, reqT := newTransport(), newTransport()
+	ownerT, reqT, err := c.newTransportPair(transport)
+	if err != nil {
+		return res, err
+	}
 	defer func() { err = errors.Join(err, reqT.Close(), ownerT.Close()) }()
-	srv, err := e.store.Serve(engram.ServeConfig{Transport: ownerT, Addr: ownerAddr(transport), StagingBytes: c.StagingBytes})
+	addr, err := ownerAddr(ownerT)
+	if err != nil {
+		return res, err
+	}
+	srv, err := e.store.Serve(engram.ServeConfig{Transport: ownerT, Addr: addr, StagingBytes: c.StagingBytes})
 	if err != nil {
 		return res, fmt.Errorf("scatterbench: engram owner: %w", err)
 	}
@@ -390,10 +397,11 @@ func chosenOf(st *engram.RemoteStats) string {
 	return "direct"
 }
 
-// ownerAddr is a listen address for an in-process owner.
-func ownerAddr(transport string) string {
-	if transport == "shm" {
-		return fmt.Sprintf("@scatterbench-engram-%d-%d", os.Getpid(), time.Now().UnixNano())
+// ownerAddr is a listen address for an in-process owner over tr.
+func ownerAddr(tr verbs.Transport) (string, error) {
+	addr, err := transports.LocalAddr(tr.Name(), "scatterbench-engram")
+	if err != nil {
+		return "", fmt.Errorf("scatterbench: %w", err)
 	}
-	return "127.0.0.1:0"
+	return addr, nil
 }

@@ -25,7 +25,7 @@ func ExampleExpand() {
 		if err := planfmt.Normalize(&n, p); err != nil {
 			log.Fatal(err)
 		}
-		g := n.Geometry()
+		g := n.Summary()
 		fmt.Printf("%s: %v plan, %d fragments, %d bytes\n", w.Name, p.Form, g.Fragments, g.Bytes)
 	}
 	// Output:

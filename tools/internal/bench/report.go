@@ -302,158 +302,220 @@ func ratio(a, b float64) float64 {
 // of the same run only.
 func Goals(passes []PassResult) []Goal {
 	var out []Goal
-	for _, p := range passes {
-		t := p.Transport
-		byName := map[string]*WorkloadResult{}
-		for i := range p.Workloads {
-			byName[p.Workloads[i].Workload.Name] = &p.Workloads[i]
-		}
-		// add appends goals of workload w: n/a with the reason when w
-		// failed or did not run (its figures are no goal's inputs).
-		add := func(w string, gs ...Goal) {
-			var we *WorkloadError
-			if wr := byName[w]; wr != nil {
-				we, _ = errors.AsType[*WorkloadError](wr.Err)
-			}
-			for _, g := range gs {
-				if we != nil {
-					g = failedGoal(g, we)
-				}
-				g.workload = w
-				out = append(out, g)
-			}
-		}
-		get := func(w, mode string) *Line {
-			if r := byName[w]; r != nil {
-				return r.line(mode)
-			}
-			return nil
-		}
-		val := func(l *Line, f func(*Line) float64) float64 {
-			if l == nil || l.Reps == 0 {
-				return math.NaN()
-			}
-			return f(l)
-		}
-		goodput := func(l *Line) float64 { return l.GoodputGbps }
-		chosen := func(l *Line) string {
-			if l == nil || l.Reps == 0 {
-				return ""
-			}
-			return l.Chosen
-		}
-		if ms := byName["many-small"]; ms != nil {
-			a := get("many-small", "adaptive")
-			if t == "shm" {
-				add("many-small",
-					boolGoal(t, "many-small: adaptive chooses", chosen(a), "direct"),
-					ratioOf(t, "many-small: adaptive goodput / pack-only", val(a, goodput), ms.ceiling(CeilingPack), 0.9, true).
-						drawn("goodput", "goal >= 0.9 pack-only", 0))
-			} else {
-				dc, po := ms.ceiling(CeilingDirect), ms.ceiling(CeilingPack)
-				add("many-small",
-					boolGoal(t, "many-small: adaptive chooses", chosen(a), "gather"),
-					ratioGoal(t, "many-small: adaptive window / direct control", ratio(val(a, func(l *Line) float64 { return l.WindowGbps }), dc), 0.9, true),
-					ratioOf(t, "many-small: adaptive goodput / min(direct control, pack-only)", val(a, goodput), math.Min(dc, po), 0.75, true).
-						drawn("goodput", "goal >= 0.75 min(direct-control, pack-only)", 0))
-			}
-		}
-		if byName["few-large"] != nil {
-			add("few-large", ratioOf(t, "few-large: adaptive / forced direct",
-				val(get("few-large", "adaptive"), goodput), val(get("few-large", "direct"), goodput), 0.97, true).
-				drawn("goodput", "goal >= 0.97 direct", 0))
-		}
-		if byName["mixed"] != nil {
-			best := math.Max(val(get("mixed", "direct"), goodput), val(get("mixed", "gather"), goodput))
-			add("mixed", ratioOf(t, "mixed: adaptive / better of forced direct and gather",
-				val(get("mixed", "adaptive"), goodput), best, 0.95, true).
-				drawn("goodput", "goal >= 0.95 max(direct, gather)", 0))
-		}
-		if sr := byName["single-read"]; sr != nil {
-			add("single-read", ratioOf(t, "single-read: adaptive p50 / rtt p50",
-				val(get("single-read", "adaptive"), func(l *Line) float64 { return l.P50Ms }), sr.ceiling(CeilingRTT), 1.5, false).
-				drawn("p50", "goal p50 <= 1.5 rtt", 0))
-		}
-		if ec := byName["engram-cpu"]; ec != nil {
-			add("engram-cpu", ratioOf("local", "engram-cpu: lookup goodput / pack-only (same workers)",
-				val(get("engram-cpu", "cpu"), goodput), ec.ceiling(CeilingPack), 0.9, true).
-				drawn("goodput", "goal >= 0.9 pack-only", 0))
-		}
-		for _, name := range Groups["engram-remote"] {
-			er := byName[name]
-			if er == nil {
-				continue
-			}
-			// p50(remote) - p50(local) <= 2 rtt + 0.2 p50(local), as a
-			// ratio of the two sides (<= 1).
-			a := val(get(name, "adaptive"), func(l *Line) float64 { return l.P50Ms })
-			rtt, local := er.ceiling(CeilingRTT), er.ceiling(CeilingLocal)
-			add(name, ratioOf(t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
-				a-local, 2*rtt+0.2*local, 1, false).
-				drawn("p50", "goal p50 <= 1.2 local + 2 rtt", local))
-		}
-		for _, name := range Groups["reshard"] {
-			if byName[name] == nil {
-				continue
-			}
-			a := get(name, "adaptive")
-			best := math.Max(val(get(name, "direct"), goodput), val(get(name, "gather"), goodput))
-			add(name,
-				ratioOf(t, name+": adaptive / better of forced direct and gather", val(a, goodput), best, 0.95, true).
-					drawn("goodput", "goal >= 0.95 max(direct, gather)", 0),
-				ratioGoal(t, name+": adaptive staging peak / staging budget (never the tensor)",
-					ratio(val(a, func(l *Line) float64 { return float64(l.StagingPeakBytes) }), val(a, func(l *Line) float64 { return float64(l.StagingBoundBytes) })), 1, false))
-		}
-		if byName["structobj-put"] != nil {
-			g := func(m string) float64 { return val(get("structobj-put", m), goodput) }
-			add("structobj-put",
-				ratioOf(t, "structobj-put: multi-buffer (64) / single-buffer PUT", g("multi"), g("single"), 0.9, true).
-					drawn("goodput", "goal multi >= 0.9 single", 0),
-				ratioOf(t, "structobj-put: fast path / fallback", g("multi"), g("fallback"), 1.0, true).
-					drawn("goodput", "goal multi >= fallback", 0))
-		}
-		if byName["structobj-get"] != nil {
-			g := func(m string) float64 { return val(get("structobj-get", m), goodput) }
-			add("structobj-get",
-				ratioOf(t, "structobj-get: fast path / fallback (whole)", g("whole"), g("fallback"), 1.0, true).
-					drawn("goodput", "goal whole >= fallback", 0),
-				ratioOf(t, "structobj-get: fast path / fallback (selective)", g("selective"), g("selective-fallback"), 1.0, true).
-					drawn("goodput", "goal selective >= selective-fallback", 0))
-		}
-		for i := range p.Workloads {
-			wr := &p.Workloads[i]
-			a := wr.line("adaptive")
-			if a == nil || wr.Workload.Engram != "" {
-				continue
-			}
-			n := wr.Workload.Name
-			add(n,
-				ratioGoal(t, n+": adaptive p95 / p50", ratio(a.P95Ms, a.P50Ms), 1.25, false),
-				ratioGoal(t, n+": adaptive plan / p50", ratio(a.PlanMs, a.P50Ms), 0.05, false),
-				ratioGoal(t, n+": adaptive decode / p50", ratio(a.DecodeMs, a.P50Ms), 0.05, false))
-		}
-		over, leaked, errs, failed := 0, p.Leaked, 0, 0
-		measured := p.Leaked > 0
-		for _, wr := range p.Workloads {
-			for i, l := range wr.Lines {
-				over += wr.OverBound[i]
-				leaked += l.LeakedLeases
-				errs += l.Errors
-				measured = measured || l.Reps > 0 || l.Errors > 0
-			}
-			if wr.Err != nil {
-				failed++
-			}
-		}
-		out = append(out,
-			countGoal(t, "operations whose staging peak exceeded their P x C", over, "", measured),
-			countGoal(t, "leaked leases (after each repetition and at shutdown)", leaked, "", measured),
-			// Always measured: what failed, or did not run, is counted
-			// here whatever else ran.
-			countGoal(t, "failed workloads and operations", failed+errs,
-				plural(failed, "workload")+", "+plural(errs, "operation"), true))
+	for i := range passes {
+		g := newGoalSet(&passes[i], out)
+		g.transferGoals()
+		g.engramGoals()
+		g.reshardGoals()
+		g.structObjGoals()
+		g.latencyGoals()
+		g.countGoals()
+		out = g.out
 	}
 	return out
+}
+
+// goalSet is the goals of one pass being evaluated: the pass, its
+// workloads by name, and the goals so far (appended to out).
+type goalSet struct {
+	p      *PassResult
+	t      string // the pass's transport
+	byName map[string]*WorkloadResult
+	out    []Goal
+}
+
+func newGoalSet(p *PassResult, out []Goal) *goalSet {
+	g := &goalSet{p: p, t: p.Transport, byName: map[string]*WorkloadResult{}, out: out}
+	for i := range p.Workloads {
+		g.byName[p.Workloads[i].Workload.Name] = &p.Workloads[i]
+	}
+	return g
+}
+
+// add appends goals of workload w: n/a with the reason when w failed or
+// did not run (its figures are no goal's inputs).
+func (g *goalSet) add(w string, gs ...Goal) {
+	var we *WorkloadError
+	if wr := g.byName[w]; wr != nil {
+		we, _ = errors.AsType[*WorkloadError](wr.Err)
+	}
+	for _, goal := range gs {
+		if we != nil {
+			goal = failedGoal(goal, we)
+		}
+		goal.workload = w
+		g.out = append(g.out, goal)
+	}
+}
+
+// get returns the line of mode in workload w, nil without one.
+func (g *goalSet) get(w, mode string) *Line {
+	if r := g.byName[w]; r != nil {
+		return r.line(mode)
+	}
+	return nil
+}
+
+// lineValue is f of l, NaN when l is missing or measured nothing.
+func lineValue(l *Line, f func(*Line) float64) float64 {
+	if l == nil || l.Reps == 0 {
+		return math.NaN()
+	}
+	return f(l)
+}
+
+func lineGoodput(l *Line) float64 { return l.GoodputGbps }
+func lineP50(l *Line) float64     { return l.P50Ms }
+
+// lineChosen is what l chose, "" when l is missing or measured nothing.
+func lineChosen(l *Line) string {
+	if l == nil || l.Reps == 0 {
+		return ""
+	}
+	return l.Chosen
+}
+
+// transferGoals are the goals of the transfer workloads: many-small,
+// few-large, mixed and single-read.
+func (g *goalSet) transferGoals() {
+	t := g.t
+	if ms := g.byName["many-small"]; ms != nil {
+		a := g.get("many-small", "adaptive")
+		if t == "shm" {
+			g.add("many-small",
+				boolGoal(t, "many-small: adaptive chooses", lineChosen(a), "direct"),
+				ratioOf(t, "many-small: adaptive goodput / pack-only", lineValue(a, lineGoodput), ms.ceiling(CeilingPack), 0.9, true).
+					drawn("goodput", "goal >= 0.9 pack-only", 0))
+		} else {
+			dc, po := ms.ceiling(CeilingDirect), ms.ceiling(CeilingPack)
+			g.add("many-small",
+				boolGoal(t, "many-small: adaptive chooses", lineChosen(a), "gather"),
+				ratioGoal(t, "many-small: adaptive window / direct control", ratio(lineValue(a, func(l *Line) float64 { return l.WindowGbps }), dc), 0.9, true),
+				ratioOf(t, "many-small: adaptive goodput / min(direct control, pack-only)", lineValue(a, lineGoodput), math.Min(dc, po), 0.75, true).
+					drawn("goodput", "goal >= 0.75 min(direct-control, pack-only)", 0))
+		}
+	}
+	if g.byName["few-large"] != nil {
+		g.add("few-large", ratioOf(t, "few-large: adaptive / forced direct",
+			lineValue(g.get("few-large", "adaptive"), lineGoodput), lineValue(g.get("few-large", "direct"), lineGoodput), 0.97, true).
+			drawn("goodput", "goal >= 0.97 direct", 0))
+	}
+	if g.byName["mixed"] != nil {
+		best := math.Max(lineValue(g.get("mixed", "direct"), lineGoodput), lineValue(g.get("mixed", "gather"), lineGoodput))
+		g.add("mixed", ratioOf(t, "mixed: adaptive / better of forced direct and gather",
+			lineValue(g.get("mixed", "adaptive"), lineGoodput), best, 0.95, true).
+			drawn("goodput", "goal >= 0.95 max(direct, gather)", 0))
+	}
+	if sr := g.byName["single-read"]; sr != nil {
+		g.add("single-read", ratioOf(t, "single-read: adaptive p50 / rtt p50",
+			lineValue(g.get("single-read", "adaptive"), lineP50), sr.ceiling(CeilingRTT), 1.5, false).
+			drawn("p50", "goal p50 <= 1.5 rtt", 0))
+	}
+}
+
+// engramGoals are the goals of the Engram workloads: the local lookup
+// against pack-only, the remote ones against the local p50 and the rtt.
+func (g *goalSet) engramGoals() {
+	if ec := g.byName["engram-cpu"]; ec != nil {
+		g.add("engram-cpu", ratioOf("local", "engram-cpu: lookup goodput / pack-only (same workers)",
+			lineValue(g.get("engram-cpu", "cpu"), lineGoodput), ec.ceiling(CeilingPack), 0.9, true).
+			drawn("goodput", "goal >= 0.9 pack-only", 0))
+	}
+	for _, name := range Groups["engram-remote"] {
+		er := g.byName[name]
+		if er == nil {
+			continue
+		}
+		// p50(remote) - p50(local) <= 2 rtt + 0.2 p50(local), as a
+		// ratio of the two sides (<= 1).
+		a := lineValue(g.get(name, "adaptive"), lineP50)
+		rtt, local := er.ceiling(CeilingRTT), er.ceiling(CeilingLocal)
+		g.add(name, ratioOf(g.t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
+			a-local, 2*rtt+0.2*local, 1, false).
+			drawn("p50", "goal p50 <= 1.2 local + 2 rtt", local))
+	}
+}
+
+// reshardGoals: adaptive against the better forced mode, and its
+// staging peak within the budget.
+func (g *goalSet) reshardGoals() {
+	for _, name := range Groups["reshard"] {
+		if g.byName[name] == nil {
+			continue
+		}
+		a := g.get(name, "adaptive")
+		best := math.Max(lineValue(g.get(name, "direct"), lineGoodput), lineValue(g.get(name, "gather"), lineGoodput))
+		g.add(name,
+			ratioOf(g.t, name+": adaptive / better of forced direct and gather", lineValue(a, lineGoodput), best, 0.95, true).
+				drawn("goodput", "goal >= 0.95 max(direct, gather)", 0),
+			ratioGoal(g.t, name+": adaptive staging peak / staging budget (never the tensor)",
+				ratio(lineValue(a, func(l *Line) float64 { return float64(l.StagingPeakBytes) }), lineValue(a, func(l *Line) float64 { return float64(l.StagingBoundBytes) })), 1, false))
+	}
+}
+
+// structObjGoals: the fast paths against the fallback client, and a
+// multi-buffer PUT against a single buffer.
+func (g *goalSet) structObjGoals() {
+	t := g.t
+	if g.byName["structobj-put"] != nil {
+		gp := func(m string) float64 { return lineValue(g.get("structobj-put", m), lineGoodput) }
+		g.add("structobj-put",
+			ratioOf(t, "structobj-put: multi-buffer (64) / single-buffer PUT", gp("multi"), gp("single"), 0.9, true).
+				drawn("goodput", "goal multi >= 0.9 single", 0),
+			ratioOf(t, "structobj-put: fast path / fallback", gp("multi"), gp("fallback"), 1.0, true).
+				drawn("goodput", "goal multi >= fallback", 0))
+	}
+	if g.byName["structobj-get"] != nil {
+		gp := func(m string) float64 { return lineValue(g.get("structobj-get", m), lineGoodput) }
+		g.add("structobj-get",
+			ratioOf(t, "structobj-get: fast path / fallback (whole)", gp("whole"), gp("fallback"), 1.0, true).
+				drawn("goodput", "goal whole >= fallback", 0),
+			ratioOf(t, "structobj-get: fast path / fallback (selective)", gp("selective"), gp("selective-fallback"), 1.0, true).
+				drawn("goodput", "goal selective >= selective-fallback", 0))
+	}
+}
+
+// latencyGoals: for every workload with an adaptive line (not Engram),
+// its tail, plan and decode times against its p50.
+func (g *goalSet) latencyGoals() {
+	for i := range g.p.Workloads {
+		wr := &g.p.Workloads[i]
+		a := wr.line("adaptive")
+		if a == nil || wr.Workload.Engram != "" {
+			continue
+		}
+		n := wr.Workload.Name
+		g.add(n,
+			ratioGoal(g.t, n+": adaptive p95 / p50", ratio(a.P95Ms, a.P50Ms), 1.25, false),
+			ratioGoal(g.t, n+": adaptive plan / p50", ratio(a.PlanMs, a.P50Ms), 0.05, false),
+			ratioGoal(g.t, n+": adaptive decode / p50", ratio(a.DecodeMs, a.P50Ms), 0.05, false))
+	}
+}
+
+// countGoals: the pass's counts that must be zero (over-bound staging,
+// leaked leases, failures), over every workload.
+func (g *goalSet) countGoals() {
+	p, t := g.p, g.t
+	over, leaked, errs, failed := 0, p.Leaked, 0, 0
+	measured := p.Leaked > 0
+	for _, wr := range p.Workloads {
+		for i, l := range wr.Lines {
+			over += wr.OverBound[i]
+			leaked += l.LeakedLeases
+			errs += l.Errors
+			measured = measured || l.Reps > 0 || l.Errors > 0
+		}
+		if wr.Err != nil {
+			failed++
+		}
+	}
+	g.out = append(g.out,
+		countGoal(t, "operations whose staging peak exceeded their P x C", over, "", measured),
+		countGoal(t, "leaked leases (after each repetition and at shutdown)", leaked, "", measured),
+		// Always measured: what failed, or did not run, is counted
+		// here whatever else ran.
+		countGoal(t, "failed workloads and operations", failed+errs,
+			plural(failed, "workload")+", "+plural(errs, "operation"), true))
 }
 
 // PrintGoals writes the goals block: per goal the transport, what is

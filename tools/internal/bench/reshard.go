@@ -163,13 +163,6 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 	if err != nil {
 		return res, err
 	}
-	sizes := func(l *reshard.Layout) []int64 {
-		var s []int64
-		for _, rk := range l.Ranks {
-			s = append(s, rk.RegionBytes)
-		}
-		return s
-	}
 	staging := int(c.StagingBytes)
 	if staging == 0 {
 		staging = 16 << 20
@@ -180,7 +173,7 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 	}
 	res.Calibration = fb
 	m, err := mesh.New(mesh.Config{Transport: transport, StagingBytes: staging, Lanes: c.Lanes,
-		PackWorkers: meshPackWorkers, Calibration: cal}, sizes(src), sizes(dst))
+		PackWorkers: meshPackWorkers, Calibration: cal}, regionSizes(src), regionSizes(dst))
 	if err != nil {
 		return res, &OwnerError{Owner: OwnerInproc, Stage: "mesh", Err: err}
 	}
@@ -188,123 +181,163 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 	defer func() {
 		res.Calibration = append(res.Calibration, engineFallback("reshard mesh engine", m.Engine())...)
 	}()
-	srcOracle, err := newReshardOracle(c.Seed, src)
+	x, err := newReshardRun(ctx, c, w, m, src, dst, &res)
 	if err != nil {
 		return res, err
+	}
+	failure := r.repeat(ctx, w, len(x.sides), func(i int, measured, verify bool) error {
+		err := x.once(x.sides[i], measured, verify)
+		var ve *VerifyError
+		if err != nil && (errors.As(err, &ve) || fatal(ctx, err)) {
+			return err
+		}
+		return nil
+	})
+	r.reshardLines(&res, transport, w, x, int64(staging)*int64(len(src.Ranks)))
+	return res, failure
+}
+
+// regionSizes returns the region bytes of l's ranks.
+func regionSizes(l *reshard.Layout) []int64 {
+	var s []int64
+	for _, rk := range l.Ranks {
+		s = append(s, rk.RegionBytes)
+	}
+	return s
+}
+
+// reshardSide is what one mode of a reshard workload measured.
+type reshardSide struct {
+	mode        Mode
+	t           timings
+	plan, lower []time.Duration
+	chosen      map[string]int
+	peak        int64
+	overBound   int
+	fallbacks   int
+}
+
+// reshardRun is a reshard workload under way on its mesh: the layouts,
+// the oracle of the destinations' bytes, a side per mode, and the last
+// plan made (nil until one is).
+type reshardRun struct {
+	ctx       context.Context
+	c         *Config
+	w         *Workload
+	m         *mesh.Mesh
+	src, dst  *reshard.Layout
+	dstOracle *reshardOracle
+	local     []int // every destination rank pulls in this process
+	links     reshard.LinkFunc
+	sides     []*reshardSide
+	plan      *reshard.Plan
+	res       *WorkloadResult // Verified counts the checked repetitions
+}
+
+// newReshardRun fills the sources with the seed's pattern and makes a
+// side per configured mode.
+func newReshardRun(ctx context.Context, c *Config, w *Workload, m *mesh.Mesh, src, dst *reshard.Layout, res *WorkloadResult) (*reshardRun, error) {
+	srcOracle, err := newReshardOracle(c.Seed, src)
+	if err != nil {
+		return nil, err
 	}
 	dstOracle, err := newReshardOracle(c.Seed, dst)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	srcOracle.fill(func(i int) []byte { return m.Src(i).Bytes() })
-
-	type side struct {
-		mode        Mode
-		t           timings
-		plan, lower []time.Duration
-		chosen      map[string]int
-		peak        int64
-		overBound   int
-		fallbacks   int
-	}
-	sides := make([]*side, len(c.Modes))
+	x := &reshardRun{ctx: ctx, c: c, w: w, m: m, src: src, dst: dst, dstOracle: dstOracle, res: res}
+	x.sides = make([]*reshardSide, len(c.Modes))
 	for i, md := range c.Modes {
-		sides[i] = &side{mode: md, chosen: map[string]int{}}
+		x.sides[i] = &reshardSide{mode: md, chosen: map[string]int{}}
 	}
-	local := make([]int, len(dst.Ranks))
-	for i := range local {
-		local[i] = i
+	x.local = make([]int, len(dst.Ranks))
+	for i := range x.local {
+		x.local[i] = i
 	}
-	links := m.Links(ctx, reshard.Pull)
-	var plan *reshard.Plan
-	runOnce := func(s *side, measured, verify bool) error {
-		if verify {
-			for j := range dst.Ranks {
-				pattern.ParallelFill(m.Dst(j).Bytes(), reshardPoisonSeed, uint64(j)<<40, 2)
-			}
+	x.links = m.Links(ctx, reshard.Pull)
+	return x, nil
+}
+
+// once plans the workload and runs it once in s's mode (measured or a
+// warm-up); when verify is set, the destinations are poisoned first and
+// checked after. A failed operation is counted in s and returned; so are
+// wrong bytes, as a *VerifyError.
+func (x *reshardRun) once(s *reshardSide, measured, verify bool) error {
+	if verify {
+		for j := range x.dst.Ranks {
+			pattern.ParallelFill(x.m.Dst(j).Bytes(), reshardPoisonSeed, uint64(j)<<40, 2)
 		}
-		t0 := time.Now()
-		p, err := reshard.NewPlan(src, dst, reshard.Limits{})
+	}
+	t0 := time.Now()
+	p, err := reshard.NewPlan(x.src, x.dst, reshard.Limits{})
+	if err != nil {
+		return s.t.fail(fmt.Errorf("planning: %w", err))
+	}
+	planned := time.Since(t0)
+	x.plan = p
+	var out *reshard.Result
+	err = s.t.run(measured, func() error {
+		run, err := reshard.Start(x.ctx, x.m.Engine(), p, reshard.Pull, x.local, x.links, reshard.Options{Mode: s.mode.Verbs})
 		if err != nil {
-			return s.t.fail(fmt.Errorf("planning: %w", err))
-		}
-		planned := time.Since(t0)
-		plan = p
-		var out *reshard.Result
-		err = s.t.run(measured, func() error {
-			run, err := reshard.Start(ctx, m.Engine(), p, reshard.Pull, local, links, reshard.Options{Mode: s.mode.Verbs})
-			if err != nil {
-				return err
-			}
-			out, err = run.Wait()
-			return err
-		})
-		if err != nil {
 			return err
 		}
-		if measured {
-			s.plan = append(s.plan, planned)
-			s.lower = append(s.lower, out.Lower)
-			var peak int64
-			for _, pr := range out.Pairs {
-				tr := &pr.Result.Trace
-				peak += tr.StagingPeak
-				if tr.Slots > 0 && tr.StagingPeak > tr.ChunkBytes*int64(tr.Slots) {
-					s.overBound++
-				}
-				if pr.Result.Fallback != 0 {
-					s.fallbacks++
-				}
-				s.chosen[pr.Result.Chosen.String()]++
-			}
-			s.peak = max(s.peak, peak)
-		}
-		if verify {
-			if c.corrupt != nil {
-				c.corrupt(m.Dst(0).Bytes())
-			}
-			if bad := dstOracle.check(func(j int) []byte { return m.Dst(j).Bytes() }); bad != nil {
-				return fmt.Errorf("scatterbench: %s/%s: %w", w.Name, s.mode.Name, bad)
-			}
-			res.Verified++
-		}
-		return nil
+		out, err = run.Wait()
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	// failure (wrong bytes, the context ended, a connection gone) stops
-	// the repetitions; the lines still show what was measured.
-	var failure error
-	reps := w.Reps(c)
-	for rep := -c.Warmup; rep < reps && failure == nil; rep++ {
-		if failure = ctx.Err(); failure != nil {
-			break
-		}
-		verify := rep == -c.Warmup || rep == reps-1
-		for i := range sides {
-			s := sides[(i+rep+c.Warmup)%len(sides)]
-			if err := runOnce(s, rep >= 0, verify); err != nil {
-				var ve *VerifyError
-				if errors.As(err, &ve) || fatal(ctx, err) {
-					failure = err
-					break
-				}
-			}
-		}
-		if r.step != nil {
-			r.step(w.Name)
-		}
+	if measured {
+		s.record(planned, out)
 	}
+	if verify {
+		if x.c.corrupt != nil {
+			x.c.corrupt(x.m.Dst(0).Bytes())
+		}
+		if bad := x.dstOracle.check(func(j int) []byte { return x.m.Dst(j).Bytes() }); bad != nil {
+			return fmt.Errorf("scatterbench: %s/%s: %w", x.w.Name, s.mode.Name, bad)
+		}
+		x.res.Verified++
+	}
+	return nil
+}
+
+// record adds a measured run's planning time and what its pairs report.
+func (s *reshardSide) record(planned time.Duration, out *reshard.Result) {
+	s.plan = append(s.plan, planned)
+	s.lower = append(s.lower, out.Lower)
+	var peak int64
+	for _, pr := range out.Pairs {
+		tr := &pr.Result.Trace
+		peak += tr.StagingPeak
+		if tr.Slots > 0 && tr.StagingPeak > tr.ChunkBytes*int64(tr.Slots) {
+			s.overBound++
+		}
+		if pr.Result.Fallback != 0 {
+			s.fallbacks++
+		}
+		s.chosen[pr.Result.Chosen.String()]++
+	}
+	s.peak = max(s.peak, peak)
+}
+
+// reshardLines appends a line per mode to res (bound: the staging bound
+// of the whole mesh), its chosen mode the one most pairs chose (ties to
+// the first name).
+func (r *Runner) reshardLines(res *WorkloadResult, transport string, w *Workload, x *reshardRun, bound int64) {
+	c := r.cfg
 	// Without a plan (every NewPlan failed, counted in the lines' errors)
 	// the lines show the workload's description.
 	frags, payload := int64(w.Fragments()), w.Payload()
-	if plan != nil {
+	if x.plan != nil {
 		frags = 0
-		for _, pr := range plan.Pairs {
+		for _, pr := range x.plan.Pairs {
 			frags += pr.Fragments
 		}
-		payload = uint64(plan.Bytes)
+		payload = uint64(x.plan.Bytes)
 	}
-	bound := int64(staging) * int64(len(src.Ranks))
-	for _, s := range sides {
+	for _, s := range x.sides {
 		p50 := s.t.p(0.5)
 		chosen := ""
 		for k, n := range s.chosen {
@@ -323,5 +356,4 @@ func (r *Runner) runReshard(ctx context.Context, transport string, w *Workload) 
 				w.Name, s.mode.Name, transport, s.t.errors, s.t.first)
 		}
 	}
-	return res, failure
 }

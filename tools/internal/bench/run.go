@@ -261,6 +261,50 @@ func fatal(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, verbs.ErrClosed)
 }
 
+// repeat runs w's repetitions, warm-ups first: each runs n variants once
+// (modes, sides), in an order that rotates by one from one repetition to
+// the next, calling once(i, measured, verify) for variant i; verify is set
+// in the first warm-up and the last measured repetition. A failure (the
+// context ended, or once returned an error: wrong bytes, a connection
+// gone) ends the repetition it happened in, after which the progress step
+// still counts it, and stops them; repeat returns it, and the lines still
+// show what was measured.
+func (r *Runner) repeat(ctx context.Context, w *Workload, n int, once func(i int, measured, verify bool) error) error {
+	c := r.cfg
+	reps := w.Reps(c)
+	var failure error
+	for rep := -c.Warmup; rep < reps && failure == nil; rep++ {
+		if failure = ctx.Err(); failure != nil {
+			break
+		}
+		verify := rep == -c.Warmup || rep == reps-1
+		for i := range n {
+			if failure = once((i+rep+c.Warmup)%n, rep >= 0, verify); failure != nil {
+				break
+			}
+		}
+		if r.step != nil {
+			r.step(w.Name)
+		}
+	}
+	return failure
+}
+
+// closers is what a workload set up and must close, in the order made:
+// closeInto closes it in reverse order, as a chain of defers would.
+type closers []func() error
+
+func (cs *closers) push(f func() error) { *cs = append(*cs, f) }
+
+// closeInto closes everything, last made first, joining each error into
+// *err. (A pointer receiver, so that "defer done.closeInto(&err)" closes
+// what was pushed after the defer.)
+func (cs *closers) closeInto(err *error) {
+	for i := len(*cs) - 1; i >= 0; i-- {
+		*err = errors.Join(*err, (*cs)[i]())
+	}
+}
+
 // planRand returns the generator of a workload's plan: fixed by the seed
 // and the workload's name, so reruns with -seed build the same plans.
 func planRand(seed uint64, name string) *rand.Rand {

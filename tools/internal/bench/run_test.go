@@ -349,3 +349,76 @@ func TestStructObjWorkloads(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeat: warm-ups first, the order rotating by one, verify in the
+// first warm-up and the last repetition, a progress step per repetition
+// (also the one a failure ends), nothing after a failure.
+func TestRepeat(t *testing.T) {
+	c := &Config{Reps: 3, Warmup: 1}
+	w := &Workload{Name: "w"}
+	type call struct {
+		i                int
+		measured, verify bool
+	}
+	for _, tc := range []struct {
+		name   string
+		failAt int // the call that fails, -1 for none
+		want   []call
+		steps  int
+	}{
+		{"all", -1, []call{
+			{0, false, true}, {1, false, true},
+			{1, true, false}, {0, true, false},
+			{0, true, false}, {1, true, false},
+			{1, true, true}, {0, true, true},
+		}, 4},
+		{"failure", 2, []call{{0, false, true}, {1, false, true}, {1, true, false}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := 0
+			r := &Runner{cfg: c, step: func(string) { steps++ }}
+			var got []call
+			errWrong := errors.New("wrong bytes")
+			err := r.repeat(context.Background(), w, 2, func(i int, measured, verify bool) error {
+				got = append(got, call{i, measured, verify})
+				if len(got)-1 == tc.failAt {
+					return errWrong
+				}
+				return nil
+			})
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.steps, steps)
+			if tc.failAt >= 0 {
+				require.ErrorIs(t, err, errWrong)
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+	t.Run("context ended", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := &Runner{cfg: c}
+		err := r.repeat(ctx, w, 2, func(int, bool, bool) error { t.Fatal("ran after the context ended"); return nil })
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+// TestClosers: last made, first closed, every error joined into the
+// result, also what was pushed after the defer.
+func TestClosers(t *testing.T) {
+	var order []int
+	e1, e3 := errors.New("one"), errors.New("three")
+	f := func() (err error) {
+		var done closers
+		defer done.closeInto(&err)
+		done.push(func() error { order = append(order, 1); return e1 })
+		done.push(func() error { order = append(order, 2); return nil })
+		done.push(func() error { order = append(order, 3); return e3 })
+		return nil
+	}
+	err := f()
+	require.Equal(t, []int{3, 2, 1}, order)
+	require.ErrorIs(t, err, e1)
+	require.ErrorIs(t, err, e3)
+}

@@ -113,7 +113,9 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 		return s, err
 	}
 
-	s.tr = c.newTransport(p.Transport)
+	if s.tr, err = c.newTransport(p.Transport); err != nil {
+		return s, err
+	}
 	if s.dst, err = s.tr.Alloc(int(s.dstStride)*c.Callers, verbs.AccessLocal|verbs.AccessRemoteWrite|verbs.AccessRemoteRead); err != nil {
 		return s, fmt.Errorf("scatterbench: destination region: %w", err)
 	}
@@ -126,7 +128,7 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 		if s.verify, err = s.tr.Alloc(int(s.writeStride), verbs.AccessLocal); err != nil {
 			return s, fmt.Errorf("scatterbench: verify region: %w", err)
 		}
-		if p.Transport == "tcp" {
+		if s.tr.Name() == "tcp" {
 			// WRITE gather stages on the requester; the owner READs the
 			// staging, so it must be exposed (shm cannot expose registered
 			// memory: its WRITE gathers fall back to direct).

@@ -111,7 +111,7 @@ func TestPlans(t *testing.T) {
 			require.Equal(t, w.DstExtent(), p.DstExtent)
 			var n planfmt.Normalized
 			require.NoError(t, planfmt.Normalize(&n, p))
-			g := n.Geometry()
+			g := n.Summary()
 			require.Equal(t, w.Payload(), g.Bytes)
 			require.Equal(t, uint64(w.Fragments()), g.Fragments)
 			var prev uint64

@@ -1,15 +1,18 @@
 package owner
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs/discovery"
+	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
-// Transport names, as published in discovery records.
+// Transport names, as published in discovery records (and known to
+// verbs/transports).
 const (
 	TransportTCP = "tcp"
 	TransportSHM = "shm"
@@ -104,10 +107,9 @@ func (c Config) withDefaults() (Config, error) {
 	bad := func(field, value, reason string) (Config, error) {
 		return c, &ConfigError{Field: field, Value: value, Reason: reason}
 	}
-	switch c.Transport {
-	case TransportTCP, TransportSHM:
-	default:
-		return bad("Transport", c.Transport, "want tcp or shm")
+	var unknown *transports.UnknownError
+	if errors.As(transports.Check(c.Transport), &unknown) {
+		return bad("Transport", c.Transport, unknown.Want())
 	}
 	switch {
 	case c.File == "" && c.Size == 0:

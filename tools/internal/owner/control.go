@@ -281,7 +281,7 @@ func (c *control) load(conn uint64, r *PackRequest) (PackReply, error) {
 	if err := planfmt.Normalize(&norm, plan); err != nil {
 		return PackReply{}, bad("plan", "does not normalize", err)
 	}
-	g := norm.Geometry()
+	g := norm.Summary()
 	sp := storedPlan{conn: conn, id: r.PlanID, plan: plan, payload: g.Bytes, fragments: g.Fragments}
 	c.mu.Lock()
 	for i := range c.plans {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/scatterkit/scatterkit/verbs/gather"
 	"github.com/scatterkit/scatterkit/verbs/staging"
@@ -16,8 +15,8 @@ import (
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
-	"github.com/scatterkit/scatterkit/verbs/shm"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
+	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
 // Owner is a running data owner: a transport, the data region (and the
@@ -76,8 +75,6 @@ type Report struct {
 	StagingPeak int64
 }
 
-var shmAddrs atomic.Uint64
-
 // Start creates the owner described by cfg and begins serving. On error
 // everything it created is released.
 func Start(ctx context.Context, cfg Config) (o *Owner, err error) {
@@ -93,11 +90,8 @@ func Start(ctx context.Context, cfg Config) (o *Owner, err error) {
 			o = nil
 		}
 	}()
-	switch cfg.Transport {
-	case TransportTCP:
-		o.tr = tcp.New(tcp.Config{NoChecksums: cfg.TCPNoChecksums})
-	default:
-		o.tr = shm.New(shm.Config{})
+	if o.tr, err = transports.New(cfg.Transport, transports.Config{TCP: tcp.Config{NoChecksums: cfg.TCPNoChecksums}}); err != nil {
+		return o, fmt.Errorf("owner: %w", err)
 	}
 	if err = o.makeData(); err != nil {
 		return o, err
@@ -113,9 +107,8 @@ func Start(ctx context.Context, cfg Config) (o *Owner, err error) {
 	}
 	addr := cfg.Listen
 	if addr == "" {
-		addr = "127.0.0.1:0"
-		if cfg.Transport == TransportSHM {
-			addr = fmt.Sprintf("@scatterd-%d-%d", os.Getpid(), shmAddrs.Add(1))
+		if addr, err = transports.LocalAddr(cfg.Transport, "scatterd"); err != nil {
+			return o, fmt.Errorf("owner: %w", err)
 		}
 	}
 	lopts := verbs.ListenOptions{OnError: cfg.OnError}

@@ -17,17 +17,14 @@ import (
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
-	"github.com/scatterkit/scatterkit/verbs/shm"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
+	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
-var transports = []string{TransportTCP, TransportSHM}
-
-func newTransport(name string) verbs.Transport {
-	if name == TransportSHM {
-		return shm.New(shm.Config{})
-	}
-	return tcp.New(tcp.Config{})
+func newTransport(t *testing.T, name string) verbs.Transport {
+	t.Helper()
+	tr, err := transports.New(name, transports.Config{})
+	require.NoError(t, err)
+	return tr
 }
 
 // requester is a connection to an owner with a local region exposed to it.
@@ -39,7 +36,7 @@ type requester struct {
 
 func connect(t *testing.T, transport, addr string, localBytes int) *requester {
 	t.Helper()
-	r := &requester{tr: newTransport(transport)}
+	r := &requester{tr: newTransport(t, transport)}
 	t.Cleanup(func() { require.NoError(t, r.tr.Close()) })
 	var err error
 	r.local, err = r.tr.Alloc(localBytes, verbs.AccessLocal|verbs.AccessRemoteWrite)
@@ -88,7 +85,7 @@ func startOwner(t *testing.T, cfg Config) *Owner {
 }
 
 func TestServeGenerated(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range transports.Names() {
 		t.Run(tr, func(t *testing.T) {
 			r := newRand(t)
 			seed := r.Uint64()

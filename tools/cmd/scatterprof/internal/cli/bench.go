@@ -21,7 +21,7 @@ import (
 	"github.com/scatterkit/scatterkit/tools/internal/owner"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/stage"
-	"github.com/scatterkit/scatterkit/verbs/tcp"
+	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
 // BenchConfig is one run of "scatterprof bench": a scatterbench workload
@@ -168,7 +168,10 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 			err = errors.Join(err, cerr)
 		}
 	}()
-	tr := tcp.New(tcp.Config{})
+	tr, err := transports.New(o.Info().Transport, transports.Config{})
+	if err != nil {
+		return res, fmt.Errorf("scatterprof bench: %w", err)
+	}
 	defer func() { err = errors.Join(err, tr.Close()) }()
 	dst, err := tr.Alloc(int(w.DstExtent()), verbs.AccessLocal|verbs.AccessRemoteWrite)
 	if err != nil {
@@ -265,7 +268,7 @@ func RunBench(ctx context.Context, c BenchConfig, notes io.Writer) (res BenchRes
 		}
 	}
 
-	res.Workload, res.Transport, res.Ops, res.Payload = c.Workload, "tcp", len(on), w.Payload()
+	res.Workload, res.Transport, res.Ops, res.Payload = c.Workload, tr.Name(), len(on), w.Payload()
 	res.Control = c.Control
 	res.Chosen = mostFrequent(chosen)
 	p50off, p50on := medianTotal(off), medianTotal(on)
