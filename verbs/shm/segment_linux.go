@@ -17,7 +17,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
 	"github.com/scatterkit/scatterkit/verbs/internal/listener"
 	"github.com/scatterkit/scatterkit/verbs/internal/peers"
-	"github.com/scatterkit/scatterkit/verbs/internal/probe"
+	"github.com/scatterkit/scatterkit/verbs/internal/linkprobe"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -60,17 +60,17 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 		infos = append(infos, x.Region.Info(x.Name))
 	}
 	sg.Init("shm", opts, addr, infos)
-	sg.probe, err = newMemfd(probe.Bulk, true, false)
+	sg.probe, err = newMemfd(linkprobe.Bulk, true, false)
 	if err != nil {
 		return nil, err
 	}
-	probe.Pattern(sg.probe.mem)
+	linkprobe.Pattern(sg.probe.mem)
 	pk, err := verbs.NewKey()
 	if err != nil {
 		_ = sg.probe.free()
 		return nil, err
 	}
-	sg.pinfo = verbs.RegionInfo{Name: "probe", Key: pk, Len: probe.Bulk, Access: verbs.AccessRemoteRead}
+	sg.pinfo = verbs.RegionInfo{Name: "probe", Key: pk, Len: linkprobe.Bulk, Access: verbs.AccessRemoteRead}
 	pfd, err := sg.probe.shareFD(verbs.AccessRemoteRead)
 	if err != nil {
 		_ = sg.probe.free()

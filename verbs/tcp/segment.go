@@ -14,7 +14,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
 	"github.com/scatterkit/scatterkit/verbs/internal/listener"
 	"github.com/scatterkit/scatterkit/verbs/internal/peers"
-	"github.com/scatterkit/scatterkit/verbs/internal/probe"
+	"github.com/scatterkit/scatterkit/verbs/internal/linkprobe"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
@@ -51,9 +51,9 @@ func (t *Transport) listen(addr string, exports []verbs.Export, opts verbs.Liste
 	for _, x := range exports {
 		entries = append(entries, regtab.TableEntry{Info: x.Region.Info(x.Name), Mem: x.Region.Bytes()})
 	}
-	probeMem := make([]byte, probe.Bulk)
-	probe.Pattern(probeMem)
-	probeInfo := verbs.RegionInfo{Name: "probe", Key: probeKey, Len: probe.Bulk, Access: verbs.AccessRemoteRead}
+	probeMem := make([]byte, linkprobe.Bulk)
+	linkprobe.Pattern(probeMem)
+	probeInfo := verbs.RegionInfo{Name: "probe", Key: probeKey, Len: linkprobe.Bulk, Access: verbs.AccessRemoteRead}
 	entries = append(entries, regtab.TableEntry{Hidden: true, Mem: probeMem, Info: probeInfo})
 	la, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
-	"github.com/scatterkit/scatterkit/verbs/internal/probe"
+	"github.com/scatterkit/scatterkit/verbs/internal/linkprobe"
 )
 
 // CheckConnect checks the options of a Connect of backend name and fills
@@ -37,13 +37,13 @@ func CheckConnect(name string, opts verbs.ConnectOptions, lanes bool) (verbs.Con
 }
 
 // Measure is the last step of a requester's Connect: it measures the link
-// (probe.Connect: reg registers the scratch memory, q is the new Conn's
+// (linkprobe.Connect: reg registers the scratch memory, q is the new Conn's
 // empty queue, and the owner's probe region is probeKey, probeLen bytes)
 // and sends the result to the owner (PARAMS), whose Peers report it. On
 // error the caller closes the connection.
-func (s *Session) Measure(ctx context.Context, opts verbs.ConnectOptions, reg probe.Registrar, q probe.Queue,
+func (s *Session) Measure(ctx context.Context, opts verbs.ConnectOptions, reg linkprobe.Registrar, q linkprobe.Queue,
 	probeKey verbs.Key, probeLen uint64) (verbs.LinkParams, error) {
-	link, err := probe.Connect(ctx, opts, reg, probe.Target{Queue: q, Ping: s.Ping, RemoteKey: probeKey, RemoteLen: probeLen})
+	link, err := linkprobe.Connect(ctx, opts, reg, linkprobe.Target{Queue: q, Ping: s.Ping, RemoteKey: probeKey, RemoteLen: probeLen})
 	if err != nil {
 		return link, err
 	}

@@ -1,10 +1,10 @@
-// Package probe measures verbs.LinkParams on a fresh connection: the round
+// Package linkprobe measures verbs.LinkParams on a fresh connection: the round
 // trip of a control ping (median of a few), the bulk bandwidth of READs
 // from the owner's probe region, and the rate of a batch of small READs,
 // all through the connection's ordinary Post/Wait path. The whole probe
 // moves about 3 x Bulk + 2 x Small x SmallLen bytes and takes a few
 // milliseconds on a local link.
-package probe
+package linkprobe
 
 import (
 	"context"
