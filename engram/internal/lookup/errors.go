@@ -8,7 +8,8 @@ import (
 // Errors of a lookup. Every validation failure is one of the typed errors
 // below, which wraps one of these; test for them with [errors.Is]. The
 // prefix is the user-facing package's: the root package engram returns
-// these errors as they are or wrapped.
+// these errors as they are or wrapped, so every message, the typed
+// errors' included, starts "engram:".
 var (
 	// ErrShape reports ids, columns and a [T,K] shape that disagree:
 	// negative T or K, len(ids) != T*K or len(cols) != K, or more than
@@ -40,7 +41,7 @@ type ShapeError struct {
 }
 
 func (e *ShapeError) Error() string {
-	return fmt.Sprintf("[T=%d, K=%d] with %d ids and %d columns: %v", e.T, e.K, e.IDs, e.Columns, ErrShape)
+	return fmt.Sprintf("%v: [T=%d, K=%d] with %d ids and %d columns", ErrShape, e.T, e.K, e.IDs, e.Columns)
 }
 
 // Unwrap returns [ErrShape].
@@ -74,7 +75,7 @@ func (e *ColumnError) Error() string {
 	default:
 		what = fmt.Sprintf("%d rows of %d bytes do not fit in %d bytes", e.NumRows, e.RowBytes, e.Len)
 	}
-	return fmt.Sprintf("column %d: %s: %v", e.Column, what, e.Err)
+	return fmt.Sprintf("%v: column %d: %s", e.Err, e.Column, what)
 }
 
 // Unwrap returns e.Err.
@@ -91,8 +92,8 @@ type OutputError struct {
 }
 
 func (e *OutputError) Error() string {
-	return fmt.Sprintf("output [T=%d, K=%d] of %d-byte rows at offset %d, strides (%d, %d), in %d bytes: %s: %v",
-		e.T, e.K, e.RowBytes, e.Off, e.TStride, e.KStride, e.Len, e.Reason, ErrOutput)
+	return fmt.Sprintf("%v: output [T=%d, K=%d] of %d-byte rows at offset %d, strides (%d, %d), in %d bytes: %s",
+		ErrOutput, e.T, e.K, e.RowBytes, e.Off, e.TStride, e.KStride, e.Len, e.Reason)
 }
 
 // Unwrap returns [ErrOutput].
@@ -111,8 +112,8 @@ type IDError struct {
 }
 
 func (e *IDError) Error() string {
-	return fmt.Sprintf("id %d at (t=%d, k=%d): not -1 and not in [%d, %d+%d): %v",
-		e.ID, e.T, e.K, e.Offset, e.Offset, e.Rows, ErrID)
+	return fmt.Sprintf("%v: id %d at (t=%d, k=%d): not -1 and not in [%d, %d+%d)",
+		ErrID, e.ID, e.T, e.K, e.Offset, e.Offset, e.Rows)
 }
 
 // Unwrap returns [ErrID].
