@@ -29,7 +29,13 @@
 // leaves its output row untouched; LookupOptions.Offsets turns global
 // ids into table rows per column. Any other out-of-range id, like any bad
 // argument, fails the whole call before a byte is written, with a typed
-// error ([*IDError], [*TableError]) wrapping one of the sentinels below.
+// error ([*IDError], [*ShapeError], [*ColumnError], [*OutputError],
+// [*BufferError], [*TableError]) wrapping one of the sentinels below.
+// Every lookup is checked once, in full, by the same check whichever the
+// store, and then runs on the local or the remote path: local and remote
+// lookups fail alike (errors.Is and errors.As with this package's names
+// hold for both), every message starting "engram:". A remote lookup also
+// takes no negative offset or stride.
 //
 // A local lookup is synchronous and runs the fixed-row gather loops of
 // package bufferpool/pack, split among Config.Workers goroutines for

@@ -2,7 +2,6 @@ package engram
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 )
@@ -18,7 +17,7 @@ var (
 	// namespace or table name, a spec with no rows or no row bytes.
 	ErrConfig = errors.New("engram: invalid configuration")
 	// ErrUnknownTable means a name is not one of the store's tables.
-	ErrUnknownTable = errors.New("engram: unknown table")
+	ErrUnknownTable = lookup.ErrUnknownTable
 	// ErrExists is returned by Populate for a table that already holds
 	// rows: tables are immutable and create-only.
 	ErrExists = errors.New("engram: table already populated")
@@ -31,39 +30,49 @@ var (
 	// a remote owner: its tables are the owner's.
 	ErrReadOnly = errors.New("engram: remote store is read-only")
 	// ErrUnregisteredOutput means a remote lookup's output does not lie in
-	// a buffer from Store.NewBuffer, the memory the owner may write.
-	ErrUnregisteredOutput = errors.New("engram: output not in a registered buffer")
+	// a buffer from Store.NewBuffer, the memory the owner may write;
+	// [*BufferError] says why.
+	ErrUnregisteredOutput = lookup.ErrUnregisteredOutput
 	// ErrServed is returned by Remove for a table an open Server exports
 	// or an open DeviceTables maps.
 	ErrServed = errors.New("engram: table is being served")
 	// ErrBadLayer means a layer or head index is out of range.
 	ErrBadLayer = errors.New("engram: layer or head out of range")
 
-	// Lookup argument errors (the same values the lookup core returns).
-	// ErrShape: ids, table names, offsets and [T,K] disagree.
+	// Lookup argument errors: the lookup core's values, which local and
+	// remote lookups both return, each detailed by a typed error below.
+	// ErrShape: ids, table names, offsets and [T,K] disagree
+	// ([*ShapeError]; a remote lookup's negative offset, [*ColumnError]).
 	ErrShape = lookup.ErrShape
-	// ErrRowBytes: the columns' tables have different row sizes.
+	// ErrRowBytes: the columns' tables have different row sizes
+	// ([*ColumnError]).
 	ErrRowBytes = lookup.ErrRowBytes
 	// ErrOutput: the output does not fit its buffer, has negative offsets
-	// or strides, or two of its rows overlap (or overlap a table).
+	// or strides, or two of its rows overlap (or overlap a table)
+	// ([*OutputError]).
 	ErrOutput = lookup.ErrOutput
 	// ErrID: an id is neither -1 nor a row of its column's table once the
 	// column's offset is subtracted; [*IDError] says which.
 	ErrID = lookup.ErrID
 )
 
-// IDError details an ErrID: the first bad id in token-major order.
-type IDError = lookup.IDError
-
-// TableError is an error about one table.
-type TableError struct {
-	Table string
-	Op    string // "populate", "open", "remove", "lookup"
-	Err   error
-}
-
-func (e *TableError) Error() string {
-	return fmt.Sprintf("engram: %s table %q: %v", e.Op, e.Table, e.Err)
-}
-
-func (e *TableError) Unwrap() error { return e.Err }
+// The typed errors of the store and its lookups, local and remote alike
+// (the lookup core's types, so errors.As finds them whichever path
+// failed). Every message starts "engram:".
+type (
+	// IDError details an ErrID: the first bad id in token-major order,
+	// with its column's table.
+	IDError = lookup.IDError
+	// ShapeError details an ErrShape about the whole request.
+	ShapeError = lookup.ShapeError
+	// ColumnError details an ErrRowBytes (or a remote lookup's negative
+	// offset, ErrShape) about one column and its table.
+	ColumnError = lookup.ColumnError
+	// OutputError details an ErrOutput.
+	OutputError = lookup.OutputError
+	// BufferError details an ErrUnregisteredOutput.
+	BufferError = lookup.BufferError
+	// TableError is an error about one table; Op is "populate", "open",
+	// "remove", "lookup", ...
+	TableError = lookup.TableError
+)

@@ -2,9 +2,9 @@ package engram
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/scatterkit/scatterkit/engram/internal/lookup"
+	"github.com/scatterkit/scatterkit/engram/internal/remote"
 )
 
 // Lookup gathers rows into out: output row (t, k) receives row
@@ -27,60 +27,56 @@ func (s *Store) Lookup(tables []string, ids IDs, out Output, opts *LookupOptions
 
 // LookupContext is Lookup with a context bounding a remote lookup's wait
 // (a local lookup does not block and ignores it).
+//
+// The request is checked once, in full, before anything moves (the lookup
+// core's Request.Check, against the store's tables: local rows or the
+// remote owner's), and the checked lookup goes to the local or the remote
+// path, which check nothing again: both fail with the same errors.
 func (s *Store) LookupContext(ctx context.Context, tables []string, ids IDs, out Output, opts *LookupOptions) error {
-	var offsets []int64
+	req := lookup.Request{Tables: tables, IDs32: ids.I32, IDs64: ids.I64, T: ids.T, K: ids.K,
+		Out: out.Buf, Off: out.Off, TStride: out.TStride, KStride: out.KStride}
 	if opts != nil {
-		offsets = opts.Offsets
-	}
-	if err := checkArgs(tables, ids, offsets); err != nil {
-		return err
+		req.Offsets = opts.Offsets
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return ErrClosed
 	}
-	if s.remote != nil {
-		return s.lookupRemote(ctx, tables, ids, out, offsets)
-	}
 	sc := s.scratch.Get().(*lookupScratch)
 	defer s.scratch.Put(sc)
-	cols := sc.cols[:0]
-	for k, name := range tables {
-		t, ok := s.tables[name]
-		if !ok {
-			return &TableError{Table: name, Op: "lookup", Err: ErrUnknownTable}
-		}
-		if t.rows == nil {
-			return &TableError{Table: name, Op: "lookup", Err: ErrNotPopulated}
-		}
-		c := lookup.Column{Rows: t.rows, NumRows: t.spec.NumRows, RowBytes: t.spec.RowBytes}
-		if offsets != nil {
-			c.Offset = offsets[k]
-		}
-		cols = append(cols, c)
+	if cap(sc.cols) < len(tables) {
+		sc.cols = make([]lookup.Column, len(tables))
 	}
-	sc.cols = cols
-	lo := lookup.Output{Buf: out.Buf, Off: out.Off, TStride: out.TStride, KStride: out.KStride}
-	if ids.I64 != nil {
-		return lookup.Lookup(s.eng, cols, ids.I64, ids.T, ids.K, lo)
+	if s.remote != nil {
+		q, err := req.Check((*remoteTables)(s), sc.cols)
+		if err != nil {
+			s.remote.CountRejected()
+			return err
+		}
+		return remote.Run(ctx, s.remote, &q)
 	}
-	return lookup.Lookup(s.eng, cols, ids.I32, ids.T, ids.K, lo)
+	q, err := req.Check((*localTables)(s), sc.cols)
+	if err != nil {
+		return err
+	}
+	return s.eng.Run(&q)
 }
 
-// checkArgs checks what does not depend on the tables.
-func checkArgs(tables []string, ids IDs, offsets []int64) error {
-	if ids.I32 != nil && ids.I64 != nil {
-		return fmt.Errorf("%w: set one of IDs.I32 and IDs.I64", lookup.ErrShape)
+// localTables is a local store's tables as the lookup check resolves
+// them (lookup.Tables): populated tables' mapped rows. Its methods run
+// under the store's lock.
+type localTables Store
+
+func (v *localTables) Column(name string) (lookup.Column, error) {
+	t, ok := v.tables[name]
+	if !ok {
+		return lookup.Column{}, &TableError{Table: name, Op: "lookup", Err: ErrUnknownTable}
 	}
-	if ids.T < 0 || ids.K < 0 {
-		return fmt.Errorf("%w: ids shape [%d,%d]", lookup.ErrShape, ids.T, ids.K)
+	if t.rows == nil {
+		return lookup.Column{}, &TableError{Table: name, Op: "lookup", Err: ErrNotPopulated}
 	}
-	if len(tables) != ids.K {
-		return fmt.Errorf("%w: %d table names for K=%d columns", lookup.ErrShape, len(tables), ids.K)
-	}
-	if offsets != nil && len(offsets) != ids.K {
-		return fmt.Errorf("%w: %d offsets for K=%d columns", lookup.ErrShape, len(offsets), ids.K)
-	}
-	return nil
+	return lookup.Column{Rows: t.rows, NumRows: t.spec.NumRows, RowBytes: t.spec.RowBytes}, nil
 }
+
+func (v *localTables) Arena() []byte { return nil }

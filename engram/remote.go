@@ -2,11 +2,11 @@ package engram
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 	"github.com/scatterkit/scatterkit/engram/internal/remote"
 	"github.com/scatterkit/scatterkit/engram/snapshot"
 	"github.com/scatterkit/scatterkit/verbs"
@@ -47,38 +47,23 @@ func (s *Store) openRemote(ctx context.Context, rc *RemoteConfig) error {
 		t.remote = true
 	}
 	s.remote = c
-	s.reqs32.New = func() any { return new(remote.Request[int32]) }
-	s.reqs64.New = func() any { return new(remote.Request[int64]) }
 	return nil
 }
 
-func (s *Store) lookupRemote(ctx context.Context, tables []string, ids IDs, out Output, offsets []int64) error {
-	for _, name := range tables {
-		if _, ok := s.tables[name]; !ok { // the owner may serve more than the store opened
-			return &TableError{Table: name, Op: "lookup", Err: ErrUnknownTable}
-		}
+// remoteTables is a remote store's tables as the lookup check resolves
+// them (lookup.Tables): those the store opened, with the owner's specs
+// (checked equal at Open) and its client's output arena. Its methods run
+// under the store's lock.
+type remoteTables Store
+
+func (v *remoteTables) Column(name string) (lookup.Column, error) {
+	if _, ok := v.tables[name]; !ok { // the owner may serve more than the store opened
+		return lookup.Column{}, &TableError{Table: name, Op: "lookup", Err: ErrUnknownTable}
 	}
-	var err error
-	if ids.I64 != nil {
-		err = remoteLookup(ctx, s.remote, &s.reqs64, tables, ids.I64, ids.T, ids.K, out, offsets)
-	} else {
-		err = remoteLookup(ctx, s.remote, &s.reqs32, tables, ids.I32, ids.T, ids.K, out, offsets)
-	}
-	if err != nil && errors.Is(err, remote.ErrNotInArena) {
-		err = fmt.Errorf("%w: %w", ErrUnregisteredOutput, err)
-	}
-	return err
+	return v.remote.Column(name)
 }
 
-func remoteLookup[I int32 | int64](ctx context.Context, c *remote.Client, pool *sync.Pool, tables []string, ids []I, t, k int, out Output, offsets []int64) error {
-	req := pool.Get().(*remote.Request[I])
-	*req = remote.Request[I]{Tables: tables, IDs: ids, T: t, K: k, Offsets: offsets,
-		Out: out.Buf, Off: out.Off, TStride: out.TStride, KStride: out.KStride}
-	err := remote.Lookup(ctx, c, req)
-	*req = remote.Request[I]{}
-	pool.Put(req)
-	return err
-}
+func (v *remoteTables) Arena() []byte { return v.remote.Arena() }
 
 // Ping measures one control round trip to a remote store's owner (an
 // empty call): the latency floor of a remote lookup.

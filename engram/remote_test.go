@@ -3,6 +3,8 @@ package engram
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -93,4 +95,160 @@ func TestRemoteStore(t *testing.T) {
 	require.NoError(t, srv.Close())
 	require.NoError(t, srv.Close())
 	require.NoError(t, local.Remove("a"))
+}
+
+// TestLookupErrorsLocalAndRemote runs the same rejected lookups on a local
+// store and on a remote store served by it: both paths check the request
+// with the one lookup check, so each fails with the same sentinel, the
+// same typed error (errors.As with engram's types) and the same message,
+// starting "engram:", and neither writes a byte. A remote store counts
+// every rejected lookup as failed.
+func TestLookupErrorsLocalAndRemote(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	const T, K, R = 3, 4, 64
+	spec := TableSpec{NumRows: 40, RowBytes: R}
+	tiny := TableSpec{NumRows: 5, RowBytes: R}
+	narrow := TableSpec{NumRows: 10, RowBytes: R / 2}
+	specs := map[string]TableSpec{"a": spec, "tiny": tiny, "narrow": narrow}
+	local := openLocal(t, t.TempDir(), specs)
+	defer local.Close()
+	for name, sp := range specs {
+		require.NoError(t, local.Populate(name, randRows(r, sp)))
+	}
+	ownerT := tcp.New(tcp.Config{})
+	defer ownerT.Close()
+	srv, err := local.Serve(ServeConfig{Transport: ownerT, Addr: "127.0.0.1:0", StagingBytes: 1 << 20})
+	require.NoError(t, err)
+	defer srv.Close()
+	reqT := tcp.New(tcp.Config{})
+	defer reqT.Close()
+	rs, err := Open(ctx, Config{Tables: specs, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT, Addr: srv.Addr(), BufferBytes: 1 << 20}})
+	require.NoError(t, err)
+	defer rs.Close()
+
+	rbuf, err := rs.NewBuffer(2 * T * K * R)
+	require.NoError(t, err)
+	defer rbuf.Release()
+	lbuf := make([]byte, 2*T*K*R)
+	good := func() []int64 {
+		ids := make([]int64, T*K)
+		for i := range ids {
+			ids[i] = r.Int64N(tiny.NumRows)
+		}
+		return ids
+	}
+	tables := []string{"a", "a", "tiny", "a"}
+
+	type want struct {
+		is     error
+		as     func(err error) bool // errors.As with an engram type, and its fields
+		remote bool                 // a remote lookup only
+	}
+	asID := func(wantErr IDError) func(error) bool {
+		return func(err error) bool {
+			var e *IDError
+			return errors.As(err, &e) && *e == wantErr
+		}
+	}
+	cases := []struct {
+		name   string
+		tables []string
+		ids    func() IDs
+		out    func(buf []byte) Output
+		opts   *LookupOptions
+		want   want
+	}{
+		{"id past its table", tables, func() IDs { ids := good(); ids[K+2] = 5; return IDs64(ids, T, K) }, nil, nil,
+			want{is: ErrID, as: asID(IDError{T: 1, K: 2, ID: 5, Rows: 5, Table: "tiny"})}},
+		{"id -2", tables, func() IDs { ids := good(); ids[2*K] = -2; return IDs64(ids, T, K) }, nil, nil,
+			want{is: ErrID, as: asID(IDError{T: 2, K: 0, ID: -2, Rows: 40, Table: "a"})}},
+		{"id below its offset", tables, func() IDs { return IDs64(good(), T, K) }, nil, &LookupOptions{Offsets: []int64{0, 10, 0, 0}},
+			want{is: ErrID, as: func(err error) bool {
+				var e *IDError
+				return errors.As(err, &e) && e.K == 1 && e.Offset == 10 && e.Table == "a"
+			}}},
+		{"unknown table", []string{"a", "a", "nope", "a"}, func() IDs { return IDs64(good(), T, K) }, nil, nil,
+			want{is: ErrUnknownTable, as: func(err error) bool {
+				var e *TableError
+				return errors.As(err, &e) && *e == TableError{Table: "nope", Op: "lookup", Err: ErrUnknownTable}
+			}}},
+		{"row sizes differ", []string{"a", "narrow", "tiny", "a"}, func() IDs { return IDs64(good(), T, K) }, nil, nil,
+			want{is: ErrRowBytes, as: func(err error) bool {
+				var e *ColumnError
+				return errors.As(err, &e) && e.Column == 1 && e.Table == "narrow" && e.RowBytes == R/2 && e.Want == R
+			}}},
+		{"names vs K", tables[:3], func() IDs { return IDs64(good(), T, K) }, nil, nil,
+			want{is: ErrShape, as: func(err error) bool {
+				var e *ShapeError
+				return errors.As(err, &e) && *e == ShapeError{T: T, K: K, IDs: T * K, Columns: 3}
+			}}},
+		{"offsets vs K", tables, func() IDs { return IDs64(good(), T, K) }, nil, &LookupOptions{Offsets: []int64{0}},
+			want{is: ErrShape, as: func(err error) bool { var e *ShapeError; return errors.As(err, &e) && e.Reason != "" }}},
+		{"both id types", tables, func() IDs { return IDs{I32: []int32{1}, I64: good(), T: T, K: K} }, nil, nil,
+			want{is: ErrShape, as: func(err error) bool { var e *ShapeError; return errors.As(err, &e) && e.Reason != "" }}},
+		{"rows overlap", tables, func() IDs { return IDs64(good(), T, K) },
+			func(buf []byte) Output { return Output{Buf: buf, TStride: K * R, KStride: R - 1} }, nil,
+			want{is: ErrOutput, as: func(err error) bool { var e *OutputError; return errors.As(err, &e) && e.KStride == R-1 }}},
+		{"output too short", tables, func() IDs { return IDs64(good(), T, K) },
+			func(buf []byte) Output { return TokenMajor(buf[:T*K*R-1], T, K, R) }, nil,
+			want{is: ErrOutput, as: func(err error) bool { var e *OutputError; return errors.As(err, &e) }}},
+		{"output not in a buffer", tables, func() IDs { return IDs64(good(), T, K) },
+			func([]byte) Output { return TokenMajor(make([]byte, T*K*R), T, K, R) }, nil,
+			want{is: ErrUnregisteredOutput, remote: true, as: func(err error) bool { var e *BufferError; return errors.As(err, &e) }}},
+		{"negative offset", tables, func() IDs { return IDs64(good(), T, K) }, nil, &LookupOptions{Offsets: []int64{0, 0, -1, 0}},
+			want{is: ErrShape, remote: true, as: func(err error) bool {
+				var e *ColumnError
+				return errors.As(err, &e) && e.Column == 2 && e.Offset == -1
+			}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var msgs []string
+			ids := tc.ids() // the same request on both paths
+			for _, s := range []*Store{local, rs} {
+				buf := lbuf
+				if s == rs {
+					buf = rbuf.Bytes()
+				} else if tc.want.remote {
+					continue
+				}
+				for i := range buf {
+					buf[i] = 0x5A
+				}
+				out := TokenMajor(buf, T, K, R)
+				if tc.out != nil {
+					out = tc.out(buf)
+				}
+				var failed uint64
+				if s == rs {
+					st, err := rs.Stats()
+					require.NoError(t, err)
+					failed = st.Remote.Failed
+				}
+				err := s.Lookup(tc.tables, ids, out, tc.opts)
+				require.ErrorIs(t, err, tc.want.is)
+				require.True(t, tc.want.as(err), "errors.As with the engram type: %v", err)
+				require.True(t, strings.HasPrefix(err.Error(), "engram: "), "message prefix: %v", err)
+				require.Equal(t, bytes.Repeat([]byte{0x5A}, len(buf)), buf, "a failed lookup wrote bytes")
+				if s == rs {
+					st, err := rs.Stats()
+					require.NoError(t, err)
+					require.Equal(t, failed+1, st.Remote.Failed, "a rejected remote lookup counts as failed")
+				}
+				msgs = append(msgs, err.Error())
+			}
+			if len(msgs) == 2 {
+				require.Equal(t, msgs[0], msgs[1], "local and remote lookups fail alike")
+			}
+		})
+	}
+
+	// A local store takes negative offsets (the remote rule above is the
+	// remote path's own).
+	ids := good()
+	for i := range ids {
+		ids[i] -= 3
+	}
+	require.NoError(t, local.Lookup(tables, IDs64(ids, T, K), TokenMajor(lbuf, T, K, R), &LookupOptions{Offsets: []int64{-3, -3, -3, -3}}))
 }

@@ -105,10 +105,9 @@ type Store struct {
 	eng      *lookup.Engine
 	scratch  sync.Pool // *lookupScratch
 
-	remote         *remote.Client
-	reqs32, reqs64 sync.Pool // *remote.Request[int32], [int64]
-	servers        []*Server
-	devices        []*DeviceTables
+	remote  *remote.Client
+	servers []*Server
+	devices []*DeviceTables
 }
 
 type table struct {

@@ -3,9 +3,19 @@ module github.com/scatterkit/scatterkit/tools
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
+	github.com/scatterkit/scatterkit/bufferpool v0.0.0
+	github.com/scatterkit/scatterkit/costmodel v0.0.0
+	github.com/scatterkit/scatterkit/cudagather v0.0.0
+	github.com/scatterkit/scatterkit/engram v0.0.0
+	github.com/scatterkit/scatterkit/planfmt v0.0.0
+	github.com/scatterkit/scatterkit/reshard v0.0.0
+	github.com/scatterkit/scatterkit/structobj v0.0.0
+	github.com/scatterkit/scatterkit/verbs v0.0.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	golang.org/x/mod v0.43.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/plot v0.17.0
@@ -17,10 +27,13 @@ require (
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
-	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/google/uuid v1.1.1 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
+	gorgonia.org/cu v0.9.6 // indirect
 )

@@ -7,10 +7,11 @@ import "github.com/scatterkit/scatterkit/bufferpool/pack"
 const inlineCols = 64
 
 // Check validates a lookup of the [T,K] ids (token-major, id (t, k) is
-// ids[t*K+k]) from cols into out, without writing anything. It returns nil
-// exactly when [Lookup] with the same arguments would write the output
-// (unless the engine is closed). It reports the first failure of, in this
-// order:
+// ids[t*K+k]) from cols into out, without writing anything: the column
+// check that [Request.Check] runs once it has resolved the names, here on
+// columns the caller resolved. It returns nil exactly when [Lookup] with
+// the same arguments would write the output (unless the engine is
+// closed). It reports the first failure of, in this order:
 //
 //   - [ErrShape]: T or K negative, K above MaxInt32, len(ids) != T*K or
 //     len(cols) != K (a [*ShapeError]);
@@ -27,26 +28,54 @@ const inlineCols = 64
 //
 // It does not allocate unless it returns an error.
 func Check[I pack.ID](cols []Column, ids []I, t, k int, out Output) error {
-	if _, err := validate(cols, len(ids), t, k, out); err != nil || t == 0 || k == 0 {
+	c := checkedOf(cols, ids, t, k, out)
+	return c.check()
+}
+
+// check is the one check of every lookup, on resolved columns: the shape,
+// the columns, for a remote owner's tables the arena, the output layout,
+// then the ids. It sets c.rowBytes.
+func (c *Checked) check() error {
+	t, k := c.t, c.k
+	if err := checkShape(len(c.cols), len(c.ids32)+len(c.ids64), t, k); err != nil {
 		return err
 	}
+	remote := c.arena != nil
+	rowBytes, err := checkColumns(c.cols, remote)
+	if err != nil {
+		return err
+	}
+	c.rowBytes = rowBytes
+	if t == 0 || k == 0 {
+		return nil
+	}
+	if remote {
+		if err := checkArena(c.out.Buf, c.arena); err != nil {
+			return err
+		}
+		if c.out.TStride < 0 || c.out.KStride < 0 {
+			// A remote plan's strides are unsigned, even one that is
+			// not used.
+			return &OutputError{T: t, K: k, RowBytes: rowBytes, Off: c.out.Off, TStride: c.out.TStride,
+				KStride: c.out.KStride, Len: len(c.out.Buf), Reason: "negative stride (a remote lookup takes none)"}
+		}
+	}
+	if err := checkOutput(c.out, t, k, rowBytes, c.cols, !remote); err != nil {
+		return err
+	}
+	if c.ids64 != nil {
+		return checkAllIDs(c.cols, c.ids64, t, k)
+	}
+	return checkAllIDs(c.cols, c.ids32, t, k)
+}
+
+// checkAllIDs checks every id; t and k are at least 1.
+func checkAllIDs[I pack.ID](cols []Column, ids []I, t, k int) error {
 	if k <= inlineCols {
 		var bounds [inlineCols]bound
 		return checkIDs(cols, ids, t, k, bounds[:k])
 	}
 	return checkIDs(cols, ids, t, k, nil)
-}
-
-// validate runs every check but the ids' and returns the row size.
-func validate(cols []Column, nIDs, t, k int, out Output) (int, error) {
-	if err := checkShape(len(cols), nIDs, t, k); err != nil {
-		return 0, err
-	}
-	rowBytes, err := checkColumns(cols)
-	if err != nil || t == 0 || k == 0 {
-		return rowBytes, err
-	}
-	return rowBytes, checkOutput(out, t, k, rowBytes, cols)
 }
 
 // checkIDs checks every id against its column; t and k are at least 1.
@@ -100,5 +129,5 @@ func checkIDs[I pack.ID](cols []Column, ids []I, t, k int, bounds []bound) error
 }
 
 func idError(cols []Column, t, k int, id int64) error {
-	return &IDError{T: t, K: k, ID: id, Rows: cols[k].NumRows, Offset: cols[k].Offset}
+	return &IDError{T: t, K: k, ID: id, Rows: cols[k].NumRows, Offset: cols[k].Offset, Table: cols[k].Name}
 }

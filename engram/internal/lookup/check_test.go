@@ -164,14 +164,20 @@ func TestErrorMessages(t *testing.T) {
 		want string
 		is   error
 	}{
-		{&ShapeError{T: 2, K: 3, IDs: 5, Columns: 3}, "[T=2, K=3] with 5 ids and 3 columns: engram: lookup shape mismatch", ErrShape},
-		{&ColumnError{Column: 1, RowBytes: 8, Want: 16, Err: ErrRowBytes}, "column 1: row size 8, column 0 has 16: engram: row sizes differ", ErrRowBytes},
-		{&ColumnError{Column: 0, RowBytes: 0, Err: ErrTable}, "column 0: row size 0 below 1: engram: bad table", ErrTable},
-		{&ColumnError{Column: 2, RowBytes: 8, NumRows: -3, Err: ErrTable}, "column 2: negative row count -3: engram: bad table", ErrTable},
-		{&ColumnError{Column: 2, RowBytes: 8, NumRows: 3, Len: 20, Err: ErrTable}, "column 2: 3 rows of 8 bytes do not fit in 20 bytes: engram: bad table", ErrTable},
+		{&ShapeError{T: 2, K: 3, IDs: 5, Columns: 3}, "engram: lookup shape mismatch: [T=2, K=3] with 5 ids and 3 columns", ErrShape},
+		{&ColumnError{Column: 1, RowBytes: 8, Want: 16, Err: ErrRowBytes}, "engram: row sizes differ: column 1: row size 8, column 0 has 16", ErrRowBytes},
+		{&ColumnError{Column: 0, RowBytes: 0, Err: ErrTable}, "engram: bad table: column 0: row size 0 below 1", ErrTable},
+		{&ColumnError{Column: 2, RowBytes: 8, NumRows: -3, Err: ErrTable}, "engram: bad table: column 2: negative row count -3", ErrTable},
+		{&ColumnError{Column: 2, RowBytes: 8, NumRows: 3, Len: 20, Err: ErrTable}, "engram: bad table: column 2: 3 rows of 8 bytes do not fit in 20 bytes", ErrTable},
 		{&OutputError{T: 1, K: 2, RowBytes: 8, Off: 1, TStride: 16, KStride: 8, Len: 9, Reason: "rows do not fit in the buffer"},
-			"output [T=1, K=2] of 8-byte rows at offset 1, strides (16, 8), in 9 bytes: rows do not fit in the buffer: engram: bad output layout", ErrOutput},
-		{&IDError{T: 1, K: 2, ID: 40, Rows: 10, Offset: 20}, "id 40 at (t=1, k=2): not -1 and not in [20, 20+10): engram: id out of range", ErrID},
+			"engram: bad output layout: output [T=1, K=2] of 8-byte rows at offset 1, strides (16, 8), in 9 bytes: rows do not fit in the buffer", ErrOutput},
+		{&IDError{T: 1, K: 2, ID: 40, Rows: 10, Offset: 20}, "engram: id out of range: id 40 at (t=1, k=2): not -1 and not in [20, 20+10)", ErrID},
+		{&IDError{T: 1, K: 2, ID: 40, Rows: 10, Offset: 20, Table: "emb"}, `engram: id out of range: id 40 at (t=1, k=2) of table "emb": not -1 and not in [20, 20+10)`, ErrID},
+		{&ShapeError{T: 2, K: 3, IDs: 6, Columns: 3, Reason: "2 offsets"}, "engram: lookup shape mismatch: [T=2, K=3] with 6 ids and 3 columns: 2 offsets", ErrShape},
+		{&ColumnError{Column: 1, Table: "wide", RowBytes: 8, Want: 16, Err: ErrRowBytes}, `engram: row sizes differ: column 1 of table "wide": row size 8, column 0 has 16`, ErrRowBytes},
+		{&ColumnError{Column: 4, Table: "tiny", Offset: -1, Err: ErrShape}, `engram: lookup shape mismatch: column 4 of table "tiny": offset -1: a remote lookup takes no negative offset`, ErrShape},
+		{&BufferError{Len: 264, Reason: "empty output"}, "engram: output not in a registered buffer: output of 264 bytes: empty output", ErrUnregisteredOutput},
+		{&TableError{Table: "x", Op: "lookup", Err: ErrUnknownTable}, `engram: lookup table "x": engram: unknown table`, ErrUnknownTable},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

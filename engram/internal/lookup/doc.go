@@ -26,6 +26,16 @@
 // lookups split over the goroutines of an [Engine]; steady-state lookups
 // allocate nothing.
 //
-// The errors carry the "engram:" prefix: the root package engram returns
-// them to its users as they are or wrapped.
+// # One check
+//
+// This package also holds the one check of every Engram lookup, local or
+// remote. A [Request] is a lookup as the caller gives it (table names,
+// offsets, ids, shape, output); [Request.Check] resolves its names through
+// [Tables] (a local store's mapped rows, or a remote owner's tables and
+// the arena its output must lie in), validates all of it and returns a
+// [Checked], which the local path ([Engine.Run]) or the remote path (the
+// remote client's Run) executes without checking again. Its errors are
+// the Engram store's one vocabulary: the sentinels and typed errors of
+// errors.go, which package engram exports under the same names, every
+// message starting with the user-facing prefix "engram:".
 package lookup

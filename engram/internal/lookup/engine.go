@@ -66,7 +66,6 @@ type Engine struct {
 // grows to the largest call's K and chunk count and is kept.
 type scratch struct {
 	plan   plan
-	bounds []bound
 	chunks []chunk
 }
 
@@ -138,12 +137,10 @@ func (e *Engine) splits(rows, rowBytes int) int {
 
 // grow makes the scratch hold k columns.
 func (s *scratch) grow(k int) {
-	if cap(s.bounds) < k {
-		s.bounds = make([]bound, k)
+	if cap(s.plan.colGroup) < k {
 		s.plan = plan{colGroup: make([]int32, k), groups: make([]group, k), tasks: make([]task, k),
 			slots: make([]int32, slotsFor(k))}
 	}
-	s.bounds = s.bounds[:k]
 	s.plan.colGroup = s.plan.colGroup[:k]
 	s.plan.groups = s.plan.groups[:k]
 	s.plan.tasks = s.plan.tasks[:k]

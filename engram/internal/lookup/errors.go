@@ -5,14 +5,17 @@ import (
 	"fmt"
 )
 
-// Errors of a lookup. Every validation failure is one of the typed errors
-// below, which wraps one of these; test for them with [errors.Is]. The
-// prefix is the user-facing package's: the root package engram returns
-// these errors as they are or wrapped.
+// Errors of a lookup, local or remote. Every check failure is one of the
+// typed errors below, which wraps one of these; test for them with
+// [errors.Is]. These are the Engram store's error vocabulary: the root
+// package engram and the remote path return them as they are (engram
+// exports them under the same names), so every message starts with the
+// user-facing package's prefix, "engram:".
 var (
-	// ErrShape reports ids, columns and a [T,K] shape that disagree:
-	// negative T or K, len(ids) != T*K or len(cols) != K, or more than
-	// MaxInt32 columns.
+	// ErrShape reports ids, table names, offsets and a [T,K] shape that
+	// disagree: negative T or K, len(ids) != T*K, K names, offsets or
+	// columns that are not K, more than MaxInt32 columns, both int32 and
+	// int64 ids, or a negative offset in a remote lookup.
 	ErrShape = errors.New("engram: lookup shape mismatch")
 	// ErrRowBytes reports columns whose tables have different row sizes:
 	// all columns of one lookup fill rows of one size R.
@@ -24,32 +27,50 @@ var (
 	// negative offset or stride, has two rows that overlap, or overlaps a
 	// table.
 	ErrOutput = errors.New("engram: bad output layout")
+	// ErrUnregisteredOutput reports a remote lookup whose output does not
+	// lie in the registered memory the owner may write (a buffer from
+	// engram's Store.NewBuffer, remote's Client.NewOutput).
+	ErrUnregisteredOutput = errors.New("engram: output not in a registered buffer")
 	// ErrID reports an id that is neither -1 nor a row of its column's
 	// table once the column's offset is subtracted.
 	ErrID = errors.New("engram: id out of range")
+	// ErrUnknownTable reports a name that is not one of the tables a
+	// lookup may read.
+	ErrUnknownTable = errors.New("engram: unknown table")
 	// ErrClosed reports a lookup on a closed [Engine].
 	ErrClosed = errors.New("engram: lookup engine closed")
 )
 
-// ShapeError details an [ErrShape].
+// ShapeError details an [ErrShape] about the whole request.
 type ShapeError struct {
 	// T and K are the shape the call gave.
 	T, K int
-	// IDs and Columns are len(ids) and len(cols).
+	// IDs and Columns are the number of ids and of columns (or table
+	// names).
 	IDs, Columns int
+	// Reason, when set, says what disagrees beyond those counts (the
+	// offsets, the id types).
+	Reason string
 }
 
 func (e *ShapeError) Error() string {
-	return fmt.Sprintf("[T=%d, K=%d] with %d ids and %d columns: %v", e.T, e.K, e.IDs, e.Columns, ErrShape)
+	s := fmt.Sprintf("%v: [T=%d, K=%d] with %d ids and %d columns", ErrShape, e.T, e.K, e.IDs, e.Columns)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
 }
 
 // Unwrap returns [ErrShape].
 func (e *ShapeError) Unwrap() error { return ErrShape }
 
-// ColumnError details an [ErrTable] or an [ErrRowBytes] about one column.
+// ColumnError details an [ErrTable] or an [ErrRowBytes] about one column,
+// or the [ErrShape] of a remote lookup's negative offset.
 type ColumnError struct {
-	// Column is the index k of the column.
+	// Column is the index k of the column; Table its table's name, when
+	// the request named it.
 	Column int
+	Table  string
 	// RowBytes, NumRows and Len are the column's row size, row count and
 	// len(Rows).
 	RowBytes int
@@ -58,13 +79,17 @@ type ColumnError struct {
 	// Want is the row size of column 0, which every column must share
 	// (set for ErrRowBytes).
 	Want int
-	// Err is ErrTable or ErrRowBytes.
+	// Offset is the column's offset (set for ErrShape).
+	Offset int64
+	// Err is ErrTable, ErrRowBytes or ErrShape.
 	Err error
 }
 
 func (e *ColumnError) Error() string {
 	var what string
 	switch {
+	case errors.Is(e.Err, ErrShape):
+		what = fmt.Sprintf("offset %d: a remote lookup takes no negative offset", e.Offset)
 	case errors.Is(e.Err, ErrRowBytes):
 		what = fmt.Sprintf("row size %d, column 0 has %d", e.RowBytes, e.Want)
 	case e.RowBytes < 1:
@@ -74,7 +99,7 @@ func (e *ColumnError) Error() string {
 	default:
 		what = fmt.Sprintf("%d rows of %d bytes do not fit in %d bytes", e.NumRows, e.RowBytes, e.Len)
 	}
-	return fmt.Sprintf("column %d: %s: %v", e.Column, what, e.Err)
+	return fmt.Sprintf("%v: column %d%s: %s", e.Err, e.Column, tableOf(e.Table), what)
 }
 
 // Unwrap returns e.Err.
@@ -91,12 +116,27 @@ type OutputError struct {
 }
 
 func (e *OutputError) Error() string {
-	return fmt.Sprintf("output [T=%d, K=%d] of %d-byte rows at offset %d, strides (%d, %d), in %d bytes: %s: %v",
-		e.T, e.K, e.RowBytes, e.Off, e.TStride, e.KStride, e.Len, e.Reason, ErrOutput)
+	return fmt.Sprintf("%v: output [T=%d, K=%d] of %d-byte rows at offset %d, strides (%d, %d), in %d bytes: %s",
+		ErrOutput, e.T, e.K, e.RowBytes, e.Off, e.TStride, e.KStride, e.Len, e.Reason)
 }
 
 // Unwrap returns [ErrOutput].
 func (e *OutputError) Unwrap() error { return ErrOutput }
+
+// BufferError details an [ErrUnregisteredOutput].
+type BufferError struct {
+	// Len is the output buffer's length.
+	Len int
+	// Reason says what is wrong.
+	Reason string
+}
+
+func (e *BufferError) Error() string {
+	return fmt.Sprintf("%v: output of %d bytes: %s", ErrUnregisteredOutput, e.Len, e.Reason)
+}
+
+// Unwrap returns [ErrUnregisteredOutput].
+func (e *BufferError) Unwrap() error { return ErrUnregisteredOutput }
 
 // IDError details an [ErrID]: the first bad id in token-major order
 // (t, then k).
@@ -108,12 +148,37 @@ type IDError struct {
 	// Rows and Offset are the row count and offset of column K: the
 	// column accepts -1 and ids in [Offset, Offset+Rows).
 	Rows, Offset int64
+	// Table is column K's table, when the request named it.
+	Table string
 }
 
 func (e *IDError) Error() string {
-	return fmt.Sprintf("id %d at (t=%d, k=%d): not -1 and not in [%d, %d+%d): %v",
-		e.ID, e.T, e.K, e.Offset, e.Offset, e.Rows, ErrID)
+	return fmt.Sprintf("%v: id %d at (t=%d, k=%d)%s: not -1 and not in [%d, %d+%d)",
+		ErrID, e.ID, e.T, e.K, tableOf(e.Table), e.Offset, e.Offset, e.Rows)
 }
 
 // Unwrap returns [ErrID].
 func (e *IDError) Unwrap() error { return ErrID }
+
+// TableError is an error about one named table: a lookup's (Op
+// "lookup") or, in package engram, a store operation's.
+type TableError struct {
+	Table string
+	Op    string // "lookup"; engram adds "populate", "open", "remove", ...
+	Err   error
+}
+
+func (e *TableError) Error() string {
+	return fmt.Sprintf("engram: %s table %q: %v", e.Op, e.Table, e.Err)
+}
+
+// Unwrap returns e.Err.
+func (e *TableError) Unwrap() error { return e.Err }
+
+// tableOf is " of table %q" for a named table, else "".
+func tableOf(name string) string {
+	if name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of table %q", name)
+}

@@ -49,5 +49,5 @@ func ExampleLookup() {
 	// token-major n103o000n100n101....n102
 	// head-major  n103n101o000....n100n102
 	// true true
-	// id 3 at (t=1, k=1): not -1 and not in [0, 0+3): engram: id out of range
+	// engram: id out of range: id 3 at (t=1, k=1): not -1 and not in [0, 0+3)
 }

@@ -22,6 +22,10 @@ type Column struct {
 	// row id-Offset, so global ids address a table holding rows Offset,
 	// Offset+1, ...
 	Offset int64
+	// Name is the table's name, when the lookup named it ([Request.Check]
+	// sets it): errors report it, and a remote lookup finds the owner's
+	// table by it.
+	Name string
 }
 
 // Output describes a [T,K] array of R-byte output rows in Buf: row (t, k)
@@ -83,19 +87,24 @@ func checkShape(cols, ids, t, k int) error {
 }
 
 // checkColumns validates every column and returns their common row size
-// (0 when there are no columns).
-func checkColumns(cols []Column) (int, error) {
+// (0 when there are no columns). Remote columns have no Rows to check, and
+// no negative offset.
+func checkColumns(cols []Column, remote bool) (int, error) {
 	if len(cols) == 0 {
 		return 0, nil
 	}
 	want := cols[0].RowBytes
 	for k := range cols {
 		c := &cols[k]
+		bad := func(err error) error {
+			return &ColumnError{Column: k, Table: c.Name, RowBytes: c.RowBytes, NumRows: c.NumRows, Len: len(c.Rows),
+				Want: want, Offset: c.Offset, Err: err}
+		}
+		if remote && c.Offset < 0 {
+			return 0, bad(ErrShape)
+		}
 		if k > 0 && sameColumn(c, &cols[k-1]) {
 			continue // checked as column k-1
-		}
-		bad := func(err error) error {
-			return &ColumnError{Column: k, RowBytes: c.RowBytes, NumRows: c.NumRows, Len: len(c.Rows), Want: want, Err: err}
 		}
 		if c.RowBytes < 1 || c.NumRows < 0 {
 			return 0, bad(ErrTable)
@@ -104,7 +113,7 @@ func checkColumns(cols []Column) (int, error) {
 			return 0, bad(ErrRowBytes)
 		}
 		hi, lo := bits.Mul64(uint64(c.NumRows), uint64(c.RowBytes))
-		if hi != 0 || lo > uint64(len(c.Rows)) {
+		if hi != 0 || lo > math.MaxInt64 || (!remote && lo > uint64(len(c.Rows))) {
 			return 0, bad(ErrTable)
 		}
 	}
@@ -118,9 +127,10 @@ func sameColumn(a, b *Column) bool {
 		a.NumRows == b.NumRows && a.RowBytes == b.RowBytes
 }
 
-// checkOutput validates the output of t*k rows of rowBytes bytes against
-// the columns' tables; t and k are at least 1.
-func checkOutput(out Output, t, k, rowBytes int, cols []Column) error {
+// checkOutput validates the output of t*k rows of rowBytes bytes and, when
+// the tables are local, that it does not overlap them; t and k are at
+// least 1.
+func checkOutput(out Output, t, k, rowBytes int, cols []Column, local bool) error {
 	bad := func(reason string) error {
 		return &OutputError{T: t, K: k, RowBytes: rowBytes, Off: out.Off, TStride: out.TStride,
 			KStride: out.KStride, Len: len(out.Buf), Reason: reason}
@@ -158,6 +168,9 @@ func checkOutput(out Output, t, k, rowBytes int, cols []Column) error {
 	if reason := overlapReason(t, ts, k, ks, rowBytes); reason != "" {
 		return bad(reason)
 	}
+	if !local {
+		return nil
+	}
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(out.Buf))) + uintptr(out.Off)
 	hi := lo + uintptr(end-out.Off)
 	for j := range cols {
@@ -170,6 +183,20 @@ func checkOutput(out Output, t, k, rowBytes int, cols []Column) error {
 		if lo < thi && tlo < hi {
 			return bad("output overlaps the table of a column")
 		}
+	}
+	return nil
+}
+
+// checkArena validates that a remote lookup's output lies inside the
+// arena, the registered memory the owner may write.
+func checkArena(out, arena []byte) error {
+	if len(out) == 0 {
+		return &BufferError{Len: 0, Reason: "empty output"}
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(arena)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(out)))
+	if p < base || p-base >= uintptr(len(arena)) || uintptr(len(out)) > uintptr(len(arena))-(p-base) {
+		return &BufferError{Len: len(out), Reason: "not inside the registered output memory (take it from NewBuffer)"}
 	}
 	return nil
 }

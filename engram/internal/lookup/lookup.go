@@ -1,6 +1,7 @@
 package lookup
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -11,7 +12,6 @@ import (
 // columns that does not split, when the engine's scratch is busy: it lives
 // on the caller's stack, so that such lookups run concurrently.
 type inlineState struct {
-	bounds   [inlineCols]bound
 	colGroup [inlineCols]int32
 	groups   [inlineCols]group
 	tasks    [inlineCols]task
@@ -21,9 +21,24 @@ type inlineState struct {
 // Lookup copies, for every id (t, k) of the [T,K] ids (id (t, k) is
 // ids[t*K+k]) but -1, row id-cols[k].Offset of column k's table to output
 // row (t, k) of out. An id -1 leaves its output row untouched. It runs
-// [Check] first and writes nothing when that fails, and returns
-// [ErrClosed] on a closed engine. It is synchronous; a nil engine runs
-// every lookup on the caller's goroutine.
+// [Check] first and writes nothing when that fails, then [Engine.Run]. It
+// is synchronous; a nil engine runs every lookup on the caller's
+// goroutine.
+//
+// It does not allocate in steady state, except with a nil engine for more
+// than 64 columns.
+func Lookup[I pack.ID](e *Engine, cols []Column, ids []I, t, k int, out Output) error {
+	c := checkedOf(cols, ids, t, k, out)
+	if err := c.check(); err != nil {
+		return err
+	}
+	return e.Run(&c)
+}
+
+// Run copies the rows of a lookup checked against local tables, checking
+// nothing again; it returns [ErrClosed] on a closed engine (and refuses,
+// with [ErrTable], a lookup checked against a remote owner's tables,
+// whose rows are not here).
 //
 // The columns are grouped by table (columns whose Rows start at the same
 // address) and offset. A group whose columns
@@ -37,17 +52,28 @@ type inlineState struct {
 //
 // It does not allocate in steady state, except with a nil engine for more
 // than 64 columns.
-func Lookup[I pack.ID](e *Engine, cols []Column, ids []I, t, k int, out Output) error {
-	rowBytes, err := validate(cols, len(ids), t, k, out)
-	if err != nil {
-		return err
+func (e *Engine) Run(c *Checked) error {
+	if c.arena != nil {
+		return errRemoteRows
 	}
 	if e != nil && e.closed.Load() {
 		return ErrClosed
 	}
-	if t == 0 || k == 0 {
+	if c.t == 0 || c.k == 0 {
 		return nil
 	}
+	if c.ids64 != nil {
+		return run(e, c.cols, c.ids64, c.t, c.k, c.rowBytes, c.out)
+	}
+	return run(e, c.cols, c.ids32, c.t, c.k, c.rowBytes, c.out)
+}
+
+// errRemoteRows is Run's answer to a lookup checked against a remote
+// owner's tables.
+var errRemoteRows = fmt.Errorf("%w: checked against a remote owner's tables, whose rows are not here", ErrTable)
+
+// run is Run of a checked lookup of at least one row.
+func run[I pack.ID](e *Engine, cols []Column, ids []I, t, k, rowBytes int, out Output) error {
 	n := e.splits(t*k, rowBytes)
 	if n < 2 {
 		// A small lookup plans in the engine's scratch when no other call
@@ -56,17 +82,17 @@ func Lookup[I pack.ID](e *Engine, cols []Column, ids []I, t, k int, out Output) 
 			defer e.mu.Unlock()
 			s := &e.scratch
 			s.grow(k)
-			return lookupSerial(cols, ids, t, k, rowBytes, out, s.bounds, &s.plan, !e.noTouch)
+			return lookupSerial(cols, ids, t, k, rowBytes, out, &s.plan, !e.noTouch)
 		}
 		if k <= inlineCols {
 			var st inlineState
 			p := plan{colGroup: st.colGroup[:k], groups: st.groups[:k], tasks: st.tasks[:k], slots: st.slots[:]}
-			return lookupSerial(cols, ids, t, k, rowBytes, out, st.bounds[:k], &p, e == nil || !e.noTouch)
+			return lookupSerial(cols, ids, t, k, rowBytes, out, &p, e == nil || !e.noTouch)
 		}
 		if e == nil {
 			var s scratch
 			s.grow(k)
-			return lookupSerial(cols, ids, t, k, rowBytes, out, s.bounds, &s.plan, true)
+			return lookupSerial(cols, ids, t, k, rowBytes, out, &s.plan, true)
 		}
 	}
 	e.mu.Lock()
@@ -77,10 +103,7 @@ func Lookup[I pack.ID](e *Engine, cols []Column, ids []I, t, k int, out Output) 
 	s := &e.scratch
 	s.grow(k)
 	if n < 2 {
-		return lookupSerial(cols, ids, t, k, rowBytes, out, s.bounds, &s.plan, !e.noTouch)
-	}
-	if err := checkIDs(cols, ids, t, k, s.bounds); err != nil {
-		return err
+		return lookupSerial(cols, ids, t, k, rowBytes, out, &s.plan, !e.noTouch)
 	}
 	tasks := s.plan.build(cols, t, k, rowBytes, out)
 	if len(tasks) == 1 {
@@ -98,13 +121,10 @@ func Lookup[I pack.ID](e *Engine, cols []Column, ids []I, t, k int, out Output) 
 	return e.run(&sp, n)
 }
 
-// lookupSerial checks the ids, plans and runs a lookup on the caller's
-// goroutine. With touch set, a lookup cut into many small gathers reads
-// its rows once first (see touchRows).
-func lookupSerial[I pack.ID](cols []Column, ids []I, t, k, rowBytes int, out Output, bounds []bound, p *plan, touch bool) error {
-	if err := checkIDs(cols, ids, t, k, bounds); err != nil {
-		return err
-	}
+// lookupSerial plans and runs a checked lookup on the caller's goroutine.
+// With touch set, a lookup cut into many small gathers reads its rows
+// once first (see touchRows).
+func lookupSerial[I pack.ID](cols []Column, ids []I, t, k, rowBytes int, out Output, p *plan, touch bool) error {
 	tasks := p.build(cols, t, k, rowBytes, out)
 	if touch && len(tasks) > 1 && t*k <= touchRowsPerTask*len(tasks) && t*k*rowBytes <= touchBytes {
 		runtime.KeepAlive(touchRows(cols, ids, rowBytes, tasks))

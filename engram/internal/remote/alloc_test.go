@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 )
 
 // TestLookupAllocs checks steady-state allocations of whole lookups, both
@@ -39,7 +41,7 @@ func TestLookupAllocs(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/T=%d", tc.p.name, tc.l.name, tc.tokens), func(t *testing.T) {
 					names, offs := tc.p.columns(r, 24)
 					off, ts, ks, size := tc.l.at(tc.tokens, 24, 264)
-					q := &Request[int32]{Tables: names, Offsets: offs, IDs: randomIDs[int32](r, e, names, offs, tc.tokens, 9),
+					q := &lookup.Request{Tables: names, Offsets: offs, IDs32: randomIDs[int32](r, e, names, offs, tc.tokens, 9),
 						T: tc.tokens, K: 24, Out: e.output(t, r, size), Off: off, TStride: ts, KStride: ks}
 					ctx := context.Background()
 					// Warm the state, the engine and the transports (their

@@ -11,6 +11,8 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/engine"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 )
 
 // The latency workload: K=24 columns of one table of 264-byte rows (the
@@ -72,10 +74,10 @@ func BenchmarkRemoteLookup(b *testing.B) {
 				o, err := cli.NewOutput(size)
 				require.NoError(b, err)
 				b.Cleanup(func() { require.NoError(b, o.Release()) })
-				q := &Request[int32]{Tables: repeat("emb", benchK), T: tokens, K: benchK, Out: o.Bytes(),
+				q := &lookup.Request{Tables: repeat("emb", benchK), T: tokens, K: benchK, Out: o.Bytes(),
 					TStride: benchK * benchR, KStride: benchR}
 				for i := range 20 { // warm the connection, states and buffers
-					q.IDs = variants[i%benchVariants]
+					q.IDs32 = variants[i%benchVariants]
 					require.NoError(b, Lookup(ctx, cli, q))
 				}
 				before := cli.Stats()
@@ -83,7 +85,7 @@ func BenchmarkRemoteLookup(b *testing.B) {
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				for b.Loop() {
-					q.IDs = variants[n%benchVariants]
+					q.IDs32 = variants[n%benchVariants]
 					if err := Lookup(ctx, cli, q); err != nil {
 						b.Fatal(err)
 					}
@@ -99,7 +101,7 @@ func BenchmarkRemoteLookup(b *testing.B) {
 				locals := make([]time.Duration, benchProbes)
 				plain := make([]byte, size)
 				for i := range benchProbes {
-					q.IDs = variants[i%benchVariants]
+					q.IDs32 = variants[i%benchVariants]
 					t0 := time.Now()
 					require.NoError(b, Lookup(ctx, cli, q))
 					lookups[i] = time.Since(t0)

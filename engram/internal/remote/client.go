@@ -119,7 +119,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		bufferpool.Config{Budget: int(cfg.OutputBytes), MinSlot: OutputAlign, Prefault: true},
 		verbs.AccessLocal|verbs.AccessRemoteWrite)
 	if err != nil {
-		return c, fmt.Errorf("remote: output arena: %w", err)
+		return c, fmt.Errorf("engram: output arena: %w", err)
 	}
 	c.staging = staging
 	c.local = c.staging.Region()
@@ -138,12 +138,12 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		conn, err = cfg.Transport.Connect(ctx, cfg.Addr, opts)
 	}
 	if err != nil {
-		return c, fmt.Errorf("remote: connect %s: %w", cfg.Addr, err)
+		return c, fmt.Errorf("engram: connect %s: %w", cfg.Addr, err)
 	}
 	c.conn = conn
 	resp, err := c.conn.Call(ctx, MethodTables, nil, nil)
 	if err != nil {
-		return c, fmt.Errorf("remote: table list: %w", err)
+		return c, fmt.Errorf("engram: table list: %w", err)
 	}
 	var list TableList
 	if err := DecodeTables(&list, resp); err != nil {
@@ -160,13 +160,13 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	} else {
 		eng, err := engine.New(engine.Config{})
 		if err != nil {
-			return c, fmt.Errorf("remote: engine: %w", err)
+			return c, fmt.Errorf("engram: engine: %w", err)
 		}
 		c.engine, c.ownEngine = eng, true
 	}
 	// Ask for the gather capability now, so the first lookup does not.
 	if _, err := c.engine.Prepare(ctx, c.conn); err != nil && !errors.Is(err, verbs.ErrNotSupported) {
-		return c, fmt.Errorf("remote: gather capability: %w", err)
+		return c, fmt.Errorf("engram: gather capability: %w", err)
 	}
 	return c, nil
 }
@@ -253,7 +253,7 @@ func (o Output) Bytes() []byte { return o.lease.Bytes() }
 // return an error.
 func (o Output) Release() error {
 	if err := o.lease.Release(); err != nil {
-		return fmt.Errorf("remote: release output: %w", err)
+		return fmt.Errorf("engram: release output: %w", err)
 	}
 	return nil
 }
@@ -267,11 +267,11 @@ func (c *Client) NewOutput(n int) (Output, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
-		return Output{}, fmt.Errorf("remote: new output: %w", ErrClosed)
+		return Output{}, fmt.Errorf("engram: new output: %w", ErrClosed)
 	}
 	l, err := c.staging.Pool().TryAcquire(n)
 	if err != nil {
-		return Output{}, fmt.Errorf("remote: output of %d bytes: %w (%w)", n, ErrExhausted, err)
+		return Output{}, fmt.Errorf("engram: output of %d bytes: %w (%w)", n, ErrExhausted, err)
 	}
 	return Output{lease: l}, nil
 }
@@ -282,11 +282,11 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
-		return 0, fmt.Errorf("remote: ping: %w", ErrClosed)
+		return 0, fmt.Errorf("engram: ping: %w", ErrClosed)
 	}
 	t0 := time.Now()
 	if _, err := c.conn.Call(ctx, MethodPing, nil, nil); err != nil {
-		return 0, fmt.Errorf("remote: ping: %w", err)
+		return 0, fmt.Errorf("engram: ping: %w", err)
 	}
 	return time.Since(t0), nil
 }
@@ -310,19 +310,19 @@ func (c *Client) Close() error {
 	var errs []error
 	if c.ownEngine && c.engine != nil {
 		if err := c.engine.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("remote: engine: %w", err))
+			errs = append(errs, fmt.Errorf("engram: engine: %w", err))
 		}
 	}
 	c.engine = nil
 	if c.conn != nil {
 		if err := c.conn.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("remote: connection: %w", err))
+			errs = append(errs, fmt.Errorf("engram: connection: %w", err))
 		}
 		c.conn = nil
 	}
 	if c.staging != nil {
 		if err := c.staging.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("remote: output arena: %w", err))
+			errs = append(errs, fmt.Errorf("engram: output arena: %w", err))
 		} else {
 			c.staging = nil
 		}

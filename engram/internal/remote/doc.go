@@ -35,11 +35,16 @@
 // then connects without exposing it, and lookups run as the engine's mapped
 // direct copies (a local random-row gather from the mapped table).
 //
-// Lookup validates everything before it submits anything: the shape, the
-// strides (no two output rows may overlap, all inside the output), every table
-// name and row size, every id against its table and offset, and that the
-// output lies inside the client's arena. An invalid call returns a typed error
-// and writes no byte. A valid call is lowered into fixed-row scatter
+// A lookup is a lookup.Request, checked in full before anything is submitted
+// by the one check every Engram lookup passes (lookup.Request.Check, with the
+// Client as its lookup.Tables): the shape, every table name and row size, that
+// the output lies inside the client's arena, the strides (no negative one, no
+// two output rows overlapping, all inside the output; the lookup core's exact
+// overlap rule), and every id against its table and offset. An invalid call
+// returns the lookup core's typed error, the same a local lookup returns, and
+// writes no byte. Lookup checks and runs; Run runs a lookup its caller has
+// already checked (package engram checks against its own view of the tables).
+// A checked call is lowered into fixed-row scatter
 // operations (planfmt.FormRows), never one request per row: the columns are
 // grouped by (table, offset); each group's columns, split into evenly spaced
 // runs, become one strided plan (Cols = run length, RowStride = TStride,

@@ -9,6 +9,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/gather"
 
 	"github.com/scatterkit/scatterkit/costmodel"
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 	"github.com/scatterkit/scatterkit/engram/internal/remote"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
@@ -59,10 +60,10 @@ func Example() {
 	defer out.Release()
 	copy(out.Bytes(), "........................................................")
 
-	req := &remote.Request[int32]{
+	req := &lookup.Request{
 		Tables:  []string{"emb", "ngram", "emb"},
 		Offsets: []int64{0, 1000, 0}, // ngram ids are global: 1000 + row
-		IDs:     []int32{7, 1003, 42, 99, 1049, -1},
+		IDs32:   []int32{7, 1003, 42, 99, 1049, -1},
 		T:       T, K: K,
 		Out: out.Bytes(), TStride: K * R, KStride: R, // token-major [T,K,R]
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"unsafe"
 
 	"github.com/scatterkit/scatterkit/verbs/engine"
@@ -15,58 +14,59 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 )
 
-// Request is one lookup: ids shaped [T,K] (row-major: IDs[t*K+k]), one
-// table per column, rows landing in Out at Off + t*TStride + k*KStride.
-// A Request may be reused for the next call (change IDs, Out, ...);
-// Lookup does not keep it.
-//
-// Token-major [T,K,R] output: TStride = K*R, KStride = R. Head-major
-// [K,T,R]: TStride = R, KStride = T*R. Any other non-negative strides under
-// which no two rows overlap work too (padding between tokens, say).
-type Request[I int32 | int64] struct {
-	// Tables names the table of each column (K names; names may repeat).
-	// Every table must have the same row size R.
-	Tables []string
-	// IDs are the T*K ids. Id -1 leaves its output row untouched; any
-	// other id minus its column's offset must be a row of the table.
-	IDs []I
-	// T and K are the id array's shape.
-	T, K int
-	// Offsets, nil or K values >= 0, are subtracted from each column's ids
-	// (global id - offset = table row).
-	Offsets []int64
-	// Out is the output buffer: it must lie inside the client's
-	// registered arena (a slice of an Output's Bytes).
-	Out []byte
-	// Off is the byte offset of row (0,0) in Out; TStride and KStride the
-	// bytes between tokens and between columns.
-	Off, TStride, KStride int
-}
-
-// Lookup reads the rows r names from the owner into r.Out. It validates
-// the whole request first and returns a typed error, having written
-// nothing, when any part is invalid (*ArgError, *TableError, *IDError,
-// *ArenaError). It then lowers the request into one fixed-row scatter
-// operation per evenly spaced run of columns sharing a table and offset
-// (one operation when all K columns name one table at one offset; see the
-// package doc), submits them all and waits for all; a failure is a
-// *TransferError, after which the output bytes the request names are
-// undefined.
-func Lookup[I int32 | int64](ctx context.Context, c *Client, r *Request[I]) error {
-	q := shape{tables: r.Tables, offsets: r.Offsets, t: r.T, k: r.K,
-		out: r.Out, off: r.Off, ts: r.TStride, ks: r.KStride}
-	if unsafe.Sizeof(I(0)) == 4 {
-		q.ids32 = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(r.IDs))), len(r.IDs))
-	} else {
-		q.ids64 = unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(r.IDs))), len(r.IDs))
+// Lookup checks r against c's tables ([lookup.Request.Check]: every
+// rule, the output inside the client's arena included), having written
+// nothing when it fails, then runs it ([Run]). A request that fails the
+// check returns the lookup core's typed error and counts as failed in
+// Stats.
+func Lookup(ctx context.Context, c *Client, r *lookup.Request) error {
+	st := c.getState()
+	defer c.putState(st)
+	st.cols = grow(st.cols, len(r.Tables))
+	q, err := r.Check(c, st.cols)
+	if err != nil {
+		c.stats.failed.Add(1)
+		return err
 	}
-	return c.lookup(ctx, &q)
+	return c.lookup(ctx, st, &q)
 }
 
-// shape is a Request with its ids as whichever slice type they are.
+// Run reads the rows of a lookup checked against c's tables (Check with c
+// as the tables, or a view that resolves the same names to the same
+// specs) from the owner into its output, checking nothing again. It lowers
+// the lookup into one fixed-row scatter operation per evenly spaced run of
+// columns sharing a table and offset (one operation when all K columns
+// name one table at one offset; see the package doc), submits them all
+// and waits for all; a failure is a *TransferError, after which the output
+// bytes the request names are undefined.
+func Run(ctx context.Context, c *Client, q *lookup.Checked) error {
+	st := c.getState()
+	defer c.putState(st)
+	return c.lookup(ctx, st, q)
+}
+
+// CountRejected counts, in Stats.Failed, a lookup of c's tables that its
+// caller's check rejected before Run.
+func (c *Client) CountRejected() { c.stats.failed.Add(1) }
+
+// Column returns the column of the named table (lookup.Tables): its
+// spec, no rows (they are the owner's).
+func (c *Client) Column(name string) (lookup.Column, error) {
+	i, ok := c.index[name]
+	if !ok {
+		return lookup.Column{}, &lookup.TableError{Table: name, Op: "lookup", Err: lookup.ErrUnknownTable}
+	}
+	return lookup.Column{NumRows: c.specs[i].NumRows, RowBytes: c.specs[i].RowBytes}, nil
+}
+
+// Arena returns the client's registered output arena (lookup.Tables):
+// every Output lies in it, and a lookup's output must.
+func (c *Client) Arena() []byte { return c.arena }
+
+// shape is a checked lookup as lowering reads it: its strides are not
+// negative (the check's remote rules).
 type shape struct {
-	tables      []string
-	offsets     []int64
+	cols        []lookup.Column
 	t, k        int
 	ids32       []int32
 	ids64       []int64
@@ -74,14 +74,7 @@ type shape struct {
 	off, ts, ks int
 }
 
-func (q *shape) nIDs() int { return len(q.ids32) + len(q.ids64) }
-
-func (q *shape) offset(k int) int64 {
-	if q.offsets == nil {
-		return 0
-	}
-	return q.offsets[k]
-}
+func (q *shape) offset(k int) int64 { return q.cols[k].Offset }
 
 // run is an evenly spaced run of columns of one table and offset: columns
 // c0, c0+s, ..., c0+(n-1)*s. Its plan reads its ids as [T,n], or, when
@@ -98,8 +91,9 @@ type run struct {
 
 // lookupState is the reusable storage of one lookup in progress.
 type lookupState struct {
-	col   []int  // table index per column
-	done  []bool // column already grouped
+	cols  []lookup.Column // Lookup's resolved columns
+	col   []int           // table index per column
+	done  []bool          // column already grouped
 	group []int
 	runs  []run
 	s32   []int32 // compacted ids
@@ -109,7 +103,6 @@ type lookupState struct {
 	opers []*engine.Operation
 	errs  []error
 	spans []uint64 // one completion span per operation
-	full  planfmt.Plan
 }
 
 func (c *Client) getState() *lookupState {
@@ -137,19 +130,17 @@ func (c *Client) putState(st *lookupState) {
 	}
 }
 
-func (c *Client) lookup(ctx context.Context, q *shape) error {
+func (c *Client) lookup(ctx context.Context, st *lookupState, q *lookup.Checked) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		c.stats.failed.Add(1)
-		return fmt.Errorf("remote: lookup: %w", ErrClosed)
+		return fmt.Errorf("engram: lookup: %w", ErrClosed)
 	}
-	st := c.getState()
-	defer c.putState(st)
 	err := c.lower(st, q)
 	if err == nil && len(st.runs) > 0 {
 		if err = ctx.Err(); err != nil {
-			err = fmt.Errorf("remote: lookup: %w", err)
+			err = fmt.Errorf("engram: lookup: %w", err)
 		} else {
 			err = c.execute(ctx, st)
 		}
@@ -162,85 +153,39 @@ func (c *Client) lookup(ctx context.Context, q *shape) error {
 	return nil
 }
 
-// lower validates q and lowers it into st.runs, st.plans and st.ops.
-// A request with no rows leaves st.runs empty.
-func (c *Client) lower(st *lookupState, q *shape) error {
-	// Each rejection also wraps the lookup core's sentinel of its kind, so
-	// callers test remote and local lookups with the same errors.Is.
-	bad := func(field, reason string) error {
-		kind := lookup.ErrShape
-		switch field {
-		case "Off", "TStride/KStride", "Out":
-			kind = lookup.ErrOutput
-		case "RowBytes":
-			kind = lookup.ErrRowBytes
-		}
-		return &ArgError{Field: field, Reason: reason, Err: kind}
-	}
+// lower lowers the checked lookup q into st.runs, st.plans and st.ops. A
+// lookup with no rows leaves st.runs empty. It fails only for a lookup
+// checked against other tables than c's: a name c does not serve, or
+// another arena.
+func (c *Client) lower(st *lookupState, q *lookup.Checked) error {
 	st.runs = st.runs[:0]
-	switch {
-	case q.t < 0 || q.k < 0:
-		return bad("T/K", fmt.Sprintf("[%d,%d]: negative", q.t, q.k))
-	case len(q.tables) != q.k:
-		return bad("Tables", fmt.Sprintf("%d names for K = %d", len(q.tables), q.k))
-	case q.offsets != nil && len(q.offsets) != q.k:
-		return bad("Offsets", fmt.Sprintf("%d offsets for K = %d", len(q.offsets), q.k))
-	case q.k == 0 && q.nIDs() != 0,
-		q.k > 0 && (q.t > q.nIDs()/q.k || q.t*q.k != q.nIDs()):
-		return bad("IDs", fmt.Sprintf("%d ids for [%d,%d]", q.nIDs(), q.t, q.k))
-	case q.off < 0:
-		return bad("Off", fmt.Sprintf("%d: negative", q.off))
-	case q.ts < 0 || q.ks < 0:
-		return bad("TStride/KStride", fmt.Sprintf("%d/%d: negative", q.ts, q.ks))
-	}
-	for k, o := range q.offsets {
-		if o < 0 {
-			return bad(fmt.Sprintf("Offsets[%d]", k), fmt.Sprintf("%d: negative", o))
-		}
-	}
-	st.col = grow(st.col, q.k)
-	rowBytes := 0
-	for k, name := range q.tables {
-		i, ok := c.index[name]
-		if !ok {
-			return &TableError{Column: k, Name: name}
-		}
-		st.col[k] = i
-		if rb := c.specs[i].RowBytes; k == 0 {
-			rowBytes = rb
-		} else if rb != rowBytes {
-			return bad("RowBytes", fmt.Sprintf("table %q has %d-byte rows, %q %d: one output needs one row size",
-				q.tables[0], rowBytes, name, rb))
-		}
-	}
-	if q.t == 0 || q.k == 0 {
+	t, k := q.Shape()
+	if t == 0 || k == 0 {
 		return nil
 	}
-	localOff, err := c.inArena(q.out)
-	if err != nil {
-		return err
+	if arena := q.Arena(); unsafe.SliceData(arena) != unsafe.SliceData(c.arena) || len(arena) != len(c.arena) {
+		return &lookup.BufferError{Len: len(q.Output().Buf), Reason: "checked against another client's output memory"}
 	}
-	R := uint64(rowBytes)
-	if end, ok := layoutEnd(q, R); !ok || end > uint64(len(q.out)) {
-		return bad("Out", fmt.Sprintf("rows [%d,%d] of %d bytes at offset %d with strides %d/%d reach past the output's %d bytes",
-			q.t, q.k, R, q.off, q.ts, q.ks, len(q.out)))
+	cols := q.Columns()
+	st.col = grow(st.col, k)
+	for j := range cols {
+		if j > 0 && cols[j].Name == cols[j-1].Name {
+			st.col[j] = st.col[j-1]
+			continue
+		}
+		i, ok := c.index[cols[j].Name]
+		if !ok {
+			return &lookup.TableError{Table: cols[j].Name, Op: "lookup", Err: lookup.ErrUnknownTable}
+		}
+		st.col[j] = i
 	}
-	// Overlap of the whole output layout, decided by planfmt from the
-	// strides alone (the ids are not read).
-	st.full = planfmt.Plan{Form: planfmt.FormRows, SrcExtent: R, DstExtent: uint64(len(q.out)),
-		Rows: planfmt.Rows{RowSize: R, TableRows: 1, IDs32: q.ids32, IDs64: q.ids64, DstBase: uint64(q.off),
-			Layout: planfmt.Layout{Kind: planfmt.LayoutStrided, Cols: uint64(q.k), RowStride: uint64(q.ts), ColStride: uint64(q.ks)}}}
-	_, err = planfmt.EncodedPlanSize(&st.full)
-	st.full = planfmt.Plan{}
-	if err != nil {
-		return &ArgError{Field: "TStride/KStride", Reason: "output rows overlap", Err: errors.Join(lookup.ErrOutput, err)}
-	}
-	c.group(st, q, R)
-	if err := c.compact(st, q); err != nil {
-		st.runs = st.runs[:0]
-		return err
-	}
-	c.plan(st, q, R, localOff)
+	out := q.Output()
+	sh := shape{cols: cols, t: t, k: k, out: out.Buf, off: out.Off, ts: out.TStride, ks: out.KStride}
+	sh.ids32, sh.ids64 = q.IDs()
+	r := uint64(q.RowBytes())
+	c.group(st, &sh, r)
+	c.compact(st, &sh)
+	c.plan(st, &sh, r, q.ArenaOffset())
 	return nil
 }
 
@@ -250,33 +195,6 @@ func grow[E any](s []E, n int) []E {
 		return make([]E, n, n+n/4)
 	}
 	return s[:n]
-}
-
-// inArena returns out's offset in the arena, or an *ArenaError.
-func (c *Client) inArena(out []byte) (uint64, error) {
-	if len(out) == 0 {
-		return 0, &ArenaError{Len: 0, Reason: "empty output"}
-	}
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(c.arena)))
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(out)))
-	if p < base || p-base >= uintptr(len(c.arena)) || uintptr(len(out)) > uintptr(len(c.arena))-(p-base) {
-		return 0, &ArenaError{Len: len(out), Reason: "not inside the client's registered output arena (lease it with NewOutput)"}
-	}
-	return uint64(p - base), nil
-}
-
-// layoutEnd returns the end of the last byte q's layout touches,
-// off + (T-1)*TStride + (K-1)*KStride + R, and false on overflow.
-func layoutEnd(q *shape, r uint64) (uint64, bool) {
-	hi1, a := bits.Mul64(uint64(q.t-1), uint64(q.ts))
-	hi2, b := bits.Mul64(uint64(q.k-1), uint64(q.ks))
-	if hi1 != 0 || hi2 != 0 {
-		return 0, false
-	}
-	end, c1 := bits.Add64(uint64(q.off), a, 0)
-	end, c2 := bits.Add64(end, b, 0)
-	end, c3 := bits.Add64(end, r, 0)
-	return end, c1|c2|c3 == 0
 }
 
 // group splits the columns into runs: columns of one (table, offset), in
@@ -323,10 +241,11 @@ func (c *Client) group(st *lookupState, q *shape, r uint64) {
 	}
 }
 
-// compact validates every id and gives each run its ids: the caller's
-// array for a zero-copy run, else compacted, offset-adjusted ids in the
-// scratch (int32 when the table's rows fit).
-func (c *Client) compact(st *lookupState, q *shape) error {
+// compact gives each run its ids: the caller's array for a zero-copy run,
+// else compacted, offset-adjusted ids in the scratch (int32 when the
+// table's rows fit). The ids are checked: each is -1 or, less its
+// column's offset, a row of the table.
+func (c *Client) compact(st *lookupState, q *shape) {
 	need32, need64 := 0, 0
 	for i := range st.runs {
 		r := &st.runs[i]
@@ -344,60 +263,35 @@ func (c *Client) compact(st *lookupState, q *shape) error {
 	at32, at64 := 0, 0
 	for i := range st.runs {
 		r := &st.runs[i]
-		rows := c.specs[r.table].NumRows
-		bad := -1
 		switch {
 		case r.zeroCopy && q.ids32 != nil:
-			r.ids32, bad = q.ids32, checkIDs(q.ids32, rows)
+			r.ids32 = q.ids32
 		case r.zeroCopy:
-			r.ids64, bad = q.ids64, checkIDs(q.ids64, rows)
-		case rows <= math.MaxInt32:
+			r.ids64 = q.ids64
+		case c.specs[r.table].NumRows <= math.MaxInt32:
 			r.ids32 = st.s32[at32 : at32+q.t*r.n]
 			at32 += q.t * r.n
 			if q.ids32 != nil {
-				bad = compactIDs(r.ids32, q.ids32, q.t, q.k, r, rows)
+				compactIDs(r.ids32, q.ids32, q.t, q.k, r)
 			} else {
-				bad = compactIDs(r.ids32, q.ids64, q.t, q.k, r, rows)
+				compactIDs(r.ids32, q.ids64, q.t, q.k, r)
 			}
 		default:
 			r.ids64 = st.s64[at64 : at64+q.t*r.n]
 			at64 += q.t * r.n
 			if q.ids32 != nil {
-				bad = compactIDs(r.ids64, q.ids32, q.t, q.k, r, rows)
+				compactIDs(r.ids64, q.ids32, q.t, q.k, r)
 			} else {
-				bad = compactIDs(r.ids64, q.ids64, q.t, q.k, r, rows)
+				compactIDs(r.ids64, q.ids64, q.t, q.k, r)
 			}
 		}
-		if bad >= 0 {
-			var id int64
-			if q.ids32 != nil {
-				id = int64(q.ids32[bad])
-			} else {
-				id = q.ids64[bad]
-			}
-			return &IDError{Token: bad / q.k, Column: bad % q.k, ID: id, Offset: r.offset,
-				Table: c.specs[r.table].Name, Rows: rows}
-		}
 	}
-	return nil
 }
 
-// checkIDs returns the index of the first id that is neither -1 nor in
-// [0, rows), or -1.
-func checkIDs[S int32 | int64](ids []S, rows int64) int {
-	for i, id := range ids {
-		if id != -1 && (id < 0 || int64(id) >= rows) {
-			return i
-		}
-	}
-	return -1
-}
-
-// compactIDs copies the ids of run ru's columns (c0, c0+s, ..., n of them)
-// of the [t,k] array src into dst, as [t,n] or, transposed, [n,t], minus
-// the run's offset, keeping -1. It returns the src index of the first
-// invalid id, or -1.
-func compactIDs[D, S int32 | int64](dst []D, src []S, t, k int, ru *run, rows int64) int {
+// compactIDs copies the checked ids of run ru's columns (c0, c0+s, ..., n
+// of them) of the [t,k] array src into dst, as [t,n] or, transposed,
+// [n,t], minus the run's offset, keeping -1.
+func compactIDs[D, S int32 | int64](dst []D, src []S, t, k int, ru *run) {
 	c0, n, s, off := ru.c0, ru.n, ru.s, ru.offset
 	dt, dj := n, 1
 	if ru.transposed {
@@ -407,19 +301,14 @@ func compactIDs[D, S int32 | int64](dst []D, src []S, t, k int, ru *run, rows in
 		row := src[tt*k : tt*k+k]
 		at := tt * dt
 		for j := range n {
-			id := int64(row[c0+j*s])
-			switch {
-			case id == -1:
+			if id := int64(row[c0+j*s]); id == -1 {
 				dst[at] = -1
-			case id < off || id-off >= rows:
-				return tt*k + c0 + j*s
-			default:
+			} else {
 				dst[at] = D(id - off)
 			}
 			at += dj
 		}
 	}
-	return -1
 }
 
 // plan fills one fixed-row plan and scatter operation per run.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 )
 
 // layout places a [T,K,R] output: the offset of row (0,0), the strides and
@@ -143,8 +145,8 @@ func checkLookup[I int32 | int64](t *testing.T, r *rand.Rand, e *env, p pattern,
 	names, offs := p.columns(r, k)
 	rb := e.tables[names[0]].RowBytes
 	off, ts, ks, size := l.at(tokens, k, rb)
-	q := &Request[I]{Tables: names, Offsets: offs, IDs: randomIDs[I](r, e, names, offs, tokens, skipEvery), T: tokens, K: k,
-		Out: e.output(t, r, size), Off: off, TStride: ts, KStride: ks}
+	q := withIDs(&lookup.Request{Tables: names, Offsets: offs, T: tokens, K: k,
+		Out: e.output(t, r, size), Off: off, TStride: ts, KStride: ks}, randomIDs[I](r, e, names, offs, tokens, skipEvery))
 	want := reference(e.tables, q)
 	before := e.cli.Stats()
 	require.NoError(t, Lookup(testContext(t), e.cli, q))
@@ -246,14 +248,14 @@ func TestLookupSkipsAndShapes(t *testing.T) {
 				}
 				out := e.output(t, r, 5*4*264)
 				want := append([]byte(nil), out...)
-				q := &Request[int32]{Tables: repeat("emb", 4), IDs: ids, T: 5, K: 4, Out: out, TStride: 4 * 264, KStride: 264}
+				q := &lookup.Request{Tables: repeat("emb", 4), IDs32: ids, T: 5, K: 4, Out: out, TStride: 4 * 264, KStride: 264}
 				require.NoError(t, Lookup(ctx, e.cli, q))
 				require.Equal(t, want, out)
 			})
 			t.Run("empty", func(t *testing.T) {
 				before := e.cli.Stats()
-				require.NoError(t, Lookup(ctx, e.cli, &Request[int64]{Tables: repeat("emb", 3), T: 0, K: 3}))
-				require.NoError(t, Lookup(ctx, e.cli, &Request[int64]{T: 9, K: 0}))
+				require.NoError(t, Lookup(ctx, e.cli, &lookup.Request{Tables: repeat("emb", 3), T: 0, K: 3}))
+				require.NoError(t, Lookup(ctx, e.cli, &lookup.Request{T: 9, K: 0}))
 				require.Equal(t, before.Ops, e.cli.Stats().Ops)
 			})
 			t.Run("narrow-K1", func(t *testing.T) {
@@ -269,7 +271,7 @@ func TestLookupSkipsAndShapes(t *testing.T) {
 			})
 			t.Run("zero-strides-T1-K1", func(t *testing.T) {
 				out := e.output(t, r, 300)
-				q := &Request[int32]{Tables: []string{"emb"}, IDs: []int32{5999}, T: 1, K: 1, Out: out, Off: 36}
+				q := &lookup.Request{Tables: []string{"emb"}, IDs32: []int32{5999}, T: 1, K: 1, Out: out, Off: 36}
 				want := reference(e.tables, q)
 				require.NoError(t, Lookup(ctx, e.cli, q))
 				require.Equal(t, want, out)
@@ -277,7 +279,7 @@ func TestLookupSkipsAndShapes(t *testing.T) {
 			t.Run("sub-slice-of-output", func(t *testing.T) {
 				// Out may be any part of a leased buffer.
 				buf := e.output(t, r, 10*264)
-				q := &Request[int32]{Tables: repeat("ngram.l3", 2), IDs: []int32{3000, 0, 17, -1}, T: 2, K: 2,
+				q := &lookup.Request{Tables: repeat("ngram.l3", 2), IDs32: []int32{3000, 0, 17, -1}, T: 2, K: 2,
 					Out: buf[264*3 : 264*8], TStride: 2 * 264, KStride: 264}
 				want := append([]byte(nil), buf...)
 				copy(want[264*3:], reference(e.tables, q))
@@ -297,7 +299,7 @@ func TestLookupConcurrent(t *testing.T) {
 			e := newEnv(t, r, envConfig{backend: be, outputBytes: 32 << 20})
 			const workers, rounds = 4, 25
 			type job struct {
-				q    *Request[int32]
+				q    *lookup.Request
 				want []byte
 			}
 			jobs := make([][]job, workers)
@@ -307,7 +309,7 @@ func TestLookupConcurrent(t *testing.T) {
 					names, offs := p.columns(r, 24)
 					tokens := 1 + r.IntN(16)
 					off, ts, ks, size := layouts[i%len(layouts)].at(tokens, 24, 264)
-					q := &Request[int32]{Tables: names, Offsets: offs, IDs: randomIDs[int32](r, e, names, offs, tokens, 5),
+					q := &lookup.Request{Tables: names, Offsets: offs, IDs32: randomIDs[int32](r, e, names, offs, tokens, 5),
 						T: tokens, K: 24, Out: e.output(t, r, size), Off: off, TStride: ts, KStride: ks}
 					jobs[w] = append(jobs[w], job{q, reference(e.tables, q)})
 				}

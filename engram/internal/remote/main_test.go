@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/scatterkit/scatterkit/verbs/engine"
 	"github.com/scatterkit/scatterkit/verbs/gather"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/scatterkit/scatterkit/costmodel"
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/shm"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
@@ -185,12 +187,37 @@ func (e *env) output(t testing.TB, r *rand.Rand, n int) []byte {
 	return o.Bytes()
 }
 
+// arenaOffset returns the offset of b, a leased output, in c's arena.
+func arenaOffset(t testing.TB, c *Client, b []byte) uint64 {
+	t.Helper()
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(c.arena)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	require.True(t, p >= base && p-base+uintptr(len(b)) <= uintptr(len(c.arena)), "the buffer lies in the arena")
+	return uint64(p - base)
+}
+
+// withIDs sets q's ids, of either type.
+func withIDs[I int32 | int64](q *lookup.Request, ids []I) *lookup.Request {
+	switch ids := any(ids).(type) {
+	case []int32:
+		q.IDs32 = ids
+	case []int64:
+		q.IDs64 = ids
+	}
+	return q
+}
+
 // reference applies q to a copy of out, the naive way: one row at a time.
-func reference[I int32 | int64](tables map[string]Table, q *Request[I]) []byte {
+func reference(tables map[string]Table, q *lookup.Request) []byte {
 	want := append([]byte(nil), q.Out...)
 	for t := range q.T {
 		for k := range q.K {
-			id := int64(q.IDs[t*q.K+k])
+			var id int64
+			if q.IDs64 != nil {
+				id = q.IDs64[t*q.K+k]
+			} else {
+				id = int64(q.IDs32[t*q.K+k])
+			}
 			if id == -1 {
 				continue
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/verbs"
 )
@@ -32,8 +33,7 @@ func TestOwnerRefuses(t *testing.T) {
 			tbl := e.cli.remote[e.cli.index["tiny"]] // 7 rows of 264 bytes
 			const rows = 64
 			out := e.output(t, r, rows*264)
-			off, err := e.cli.inArena(out)
-			require.NoError(t, err)
+			off := arenaOffset(t, e.cli, out)
 			// Rows 7.. of a "table" of 1,000 rows: all past the real end.
 			ids := make([]int32, rows)
 			for i := range ids {
@@ -83,11 +83,10 @@ func TestOwnerRefuses(t *testing.T) {
 				writable := tbl
 				writable.Access |= verbs.AccessRemoteWrite
 				src := e.output(t, r, 7*264)
-				srcOff, err := e.cli.inArena(src)
-				require.NoError(t, err)
+				srcOff := arenaOffset(t, e.cli, src)
 				plan := &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(len(src)), DstExtent: tbl.Len,
 					Ranges: []planfmt.Range{{Src: 0, Dst: 0, Len: 264}, {Src: 264, Dst: 3 * 264, Len: 264}}}
-				_, err = e.cli.engine.Do(ctx, &engine.ScatterOp{Conn: e.cli.conn, Dir: verbs.OpWrite, Remote: writable,
+				_, err := e.cli.engine.Do(ctx, &engine.ScatterOp{Conn: e.cli.conn, Dir: verbs.OpWrite, Remote: writable,
 					Local: e.cli.local, LocalOff: srcOff, Plan: plan, Mode: engine.ModeDirect})
 				require.ErrorIs(t, err, verbs.ErrAccess)
 			})
@@ -118,11 +117,11 @@ func TestOwnerGone(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			r := newRand(t)
 			e := newEnv(t, r, envConfig{backend: be, outputBytes: 64 << 20})
-			var jobs []*Request[int32]
+			var jobs []*lookup.Request
 			for i := range 4 {
 				tokens := []int{1, 16, 700, 4096}[i]
 				names := repeat("emb", 24)
-				jobs = append(jobs, &Request[int32]{Tables: names, IDs: randomIDs[int32](r, e, names, nil, tokens, 0),
+				jobs = append(jobs, &lookup.Request{Tables: names, IDs32: randomIDs[int32](r, e, names, nil, tokens, 0),
 					T: tokens, K: 24, Out: e.output(t, r, tokens*24*264), TStride: 24 * 264, KStride: 264})
 			}
 			ctx := testContext(t)

@@ -112,19 +112,19 @@ func Serve(cfg ServerConfig) (s *Server, err error) {
 		seg, err = cfg.Transport.Listen(cfg.Addr, exports, cfg.Listen)
 	}
 	if err != nil {
-		return s, fmt.Errorf("remote: listen: %w", err)
+		return s, fmt.Errorf("engram: listen: %w", err)
 	}
 	s.seg = seg
 	staging, err := staging.New(cfg.Transport, bufferpool.Config{Budget: int(cfg.StagingBytes), Prefault: true}, verbs.AccessLocal)
 	if err != nil {
-		return s, fmt.Errorf("remote: staging: %w", err)
+		return s, fmt.Errorf("engram: staging: %w", err)
 	}
 	s.staging = staging
 	sc := cfg.Gather
 	sc.Segment, sc.Exports, sc.Staging = s.seg, exports, s.staging
 	svc, err := gather.NewService(sc)
 	if err != nil {
-		return s, fmt.Errorf("remote: gather service: %w", err)
+		return s, fmt.Errorf("engram: gather service: %w", err)
 	}
 	s.svc = svc
 	s.addr = s.seg.Addr()
@@ -190,7 +190,7 @@ func (s *Server) register(tables []Table, copyRows bool) ([]verbs.Export, error)
 			r, err = s.tr.Register(t.Rows, verbs.AccessRemoteRead)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("remote: register table %q: %w", t.Name, err)
+			return nil, fmt.Errorf("engram: register table %q: %w", t.Name, err)
 		}
 		s.regions = append(s.regions, r)
 		exports = append(exports, verbs.Export{Name: ExportName(s.namespace, t.Name), Region: r})
@@ -207,7 +207,7 @@ func (s *Server) deregister() error {
 	kept := s.regions[:0]
 	for _, r := range s.regions {
 		if err := s.tr.Deregister(r); err != nil && !errors.Is(err, verbs.ErrClosed) {
-			errs = append(errs, fmt.Errorf("remote: deregister table: %w", err))
+			errs = append(errs, fmt.Errorf("engram: deregister table: %w", err))
 			kept = append(kept, r)
 		}
 	}
@@ -219,7 +219,7 @@ func (s *Server) deregister() error {
 // serveTables answers MethodTables.
 func (s *Server) serveTables(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
 	if len(req) != 0 {
-		return nil, fmt.Errorf("remote: tables request of %d bytes, want none", len(req))
+		return nil, fmt.Errorf("engram: tables request of %d bytes, want none", len(req))
 	}
 	return append(resp, s.reply...), nil
 }
@@ -227,7 +227,7 @@ func (s *Server) serveTables(_ context.Context, _ verbs.Peer, req, resp []byte) 
 // servePing answers MethodPing.
 func servePing(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
 	if len(req) != 0 {
-		return nil, fmt.Errorf("remote: ping request of %d bytes, want none", len(req))
+		return nil, fmt.Errorf("engram: ping request of %d bytes, want none", len(req))
 	}
 	return resp, nil
 }
@@ -267,21 +267,21 @@ func (s *Server) Close() error {
 	// waits on a peer (a stuck requester cannot hold Close).
 	if s.seg != nil {
 		if err := s.seg.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("remote: segment: %w", err))
+			errs = append(errs, fmt.Errorf("engram: segment: %w", err))
 		} else {
 			s.seg = nil
 		}
 	}
 	if s.svc != nil {
 		if err := s.svc.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("remote: gather service: %w", err))
+			errs = append(errs, fmt.Errorf("engram: gather service: %w", err))
 		} else {
 			s.svc = nil
 		}
 	}
 	if s.staging != nil {
 		if err := s.staging.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("remote: staging: %w", err))
+			errs = append(errs, fmt.Errorf("engram: staging: %w", err))
 		} else {
 			s.staging = nil
 		}

@@ -59,7 +59,7 @@ func AppendTables(dst []byte, l *TableList) ([]byte, error) {
 		dst = append(dst, s.Name...)
 	}
 	if len(dst)-start != size {
-		panic(fmt.Sprintf("remote: table list of %d bytes, sized %d", len(dst)-start, size))
+		panic(fmt.Sprintf("engram: table list of %d bytes, sized %d", len(dst)-start, size))
 	}
 	return dst, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 )
 
 // TestLookupRejects checks that every invalid request fails with its typed
@@ -22,10 +24,10 @@ func TestLookupRejects(t *testing.T) {
 			const T, K, R = 6, 5, 264
 			out := e.output(t, r, T*K*R+R)
 			other := newEnv(t, r, envConfig{backend: be}).output(t, r, T*K*R)
-			valid := func() *Request[int64] {
+			valid := func() *lookup.Request {
 				names := []string{"emb", "ngram.l3", "emb", "ngram.l3", "tiny"}
 				offs := []int64{0, 10, 0, 10, 3}
-				return &Request[int64]{Tables: names, Offsets: offs, IDs: randomIDs[int64](r, e, names, offs, T, 5),
+				return &lookup.Request{Tables: names, Offsets: offs, IDs64: randomIDs[int64](r, e, names, offs, T, 5),
 					T: T, K: K, Out: out, TStride: K * R, KStride: R}
 			}
 			// The valid request works (so the rejections below are about
@@ -35,35 +37,35 @@ func TestLookupRejects(t *testing.T) {
 
 			cases := []struct {
 				name string
-				edit func(q *Request[int64])
+				edit func(q *lookup.Request)
 				want error
 			}{
-				{"negative T", func(q *Request[int64]) { q.T = -1 }, ErrInvalid},
-				{"tables shorter than K", func(q *Request[int64]) { q.Tables = q.Tables[:4] }, ErrInvalid},
-				{"offsets shorter than K", func(q *Request[int64]) { q.Offsets = q.Offsets[:2] }, ErrInvalid},
-				{"ids shorter than T*K", func(q *Request[int64]) { q.IDs = q.IDs[:len(q.IDs)-1] }, ErrInvalid},
-				{"ids longer than T*K", func(q *Request[int64]) { q.IDs = append(q.IDs, 0) }, ErrInvalid},
-				{"ids without K", func(q *Request[int64]) { q.K, q.T, q.Tables, q.Offsets = 0, 1, nil, nil }, ErrInvalid},
-				{"huge T", func(q *Request[int64]) { q.T = math.MaxInt / 2 }, ErrInvalid},
-				{"negative offset", func(q *Request[int64]) { q.Offsets[4] = -1 }, ErrInvalid},
-				{"negative Off", func(q *Request[int64]) { q.Off = -264 }, ErrInvalid},
-				{"negative stride", func(q *Request[int64]) { q.KStride = -R }, ErrInvalid},
-				{"unknown table", func(q *Request[int64]) { q.Tables[4] = "nope" }, ErrUnknownTable},
-				{"row sizes differ", func(q *Request[int64]) { q.Tables[4], q.IDs[4] = "narrow", 1 }, ErrInvalid},
-				{"output not in the arena", func(q *Request[int64]) { q.Out = append([]byte(nil), out...) }, ErrNotInArena},
-				{"output of another client", func(q *Request[int64]) { q.Out = other }, ErrNotInArena},
-				{"empty output", func(q *Request[int64]) { q.Out = out[:0] }, ErrNotInArena},
-				{"layout past the output", func(q *Request[int64]) { q.Off = 2 * R }, ErrInvalid},
-				{"output too short", func(q *Request[int64]) { q.Out = out[:T*K*R-1] }, ErrInvalid},
-				{"stride overflow", func(q *Request[int64]) { q.TStride = math.MaxInt }, ErrInvalid},
-				{"columns overlap", func(q *Request[int64]) { q.KStride = R - 8 }, ErrInvalid},
-				{"tokens overlap", func(q *Request[int64]) { q.TStride, q.KStride = R, R }, ErrInvalid},
-				{"id past the table", func(q *Request[int64]) { q.IDs[len(q.IDs)-1] = 7 + 3 }, ErrIDRange},
-				{"id below the offset", func(q *Request[int64]) { q.IDs[len(q.IDs)-1] = 2 }, ErrIDRange},
-				{"id -2", func(q *Request[int64]) { q.IDs[2*K+2] = -2 }, ErrIDRange},
-				{"id past a zero-offset table", func(q *Request[int64]) { q.IDs[K] = 6000 }, ErrIDRange},
-				{"id max", func(q *Request[int64]) { q.IDs[len(q.IDs)-2] = math.MaxInt64 }, ErrIDRange},
-				{"id min", func(q *Request[int64]) { q.IDs[len(q.IDs)-2] = math.MinInt64 }, ErrIDRange},
+				{"negative T", func(q *lookup.Request) { q.T = -1 }, lookup.ErrShape},
+				{"tables shorter than K", func(q *lookup.Request) { q.Tables = q.Tables[:4] }, lookup.ErrShape},
+				{"offsets shorter than K", func(q *lookup.Request) { q.Offsets = q.Offsets[:2] }, lookup.ErrShape},
+				{"ids shorter than T*K", func(q *lookup.Request) { q.IDs64 = q.IDs64[:len(q.IDs64)-1] }, lookup.ErrShape},
+				{"ids longer than T*K", func(q *lookup.Request) { q.IDs64 = append(q.IDs64, 0) }, lookup.ErrShape},
+				{"ids without K", func(q *lookup.Request) { q.K, q.T, q.Tables, q.Offsets = 0, 1, nil, nil }, lookup.ErrShape},
+				{"huge T", func(q *lookup.Request) { q.T = math.MaxInt / 2 }, lookup.ErrShape},
+				{"negative offset", func(q *lookup.Request) { q.Offsets[4] = -1 }, lookup.ErrShape},
+				{"negative Off", func(q *lookup.Request) { q.Off = -264 }, lookup.ErrOutput},
+				{"negative stride", func(q *lookup.Request) { q.KStride = -R }, lookup.ErrOutput},
+				{"unknown table", func(q *lookup.Request) { q.Tables[4] = "nope" }, lookup.ErrUnknownTable},
+				{"row sizes differ", func(q *lookup.Request) { q.Tables[4], q.IDs64[4] = "narrow", 1 }, lookup.ErrRowBytes},
+				{"output not in the arena", func(q *lookup.Request) { q.Out = append([]byte(nil), out...) }, lookup.ErrUnregisteredOutput},
+				{"output of another client", func(q *lookup.Request) { q.Out = other }, lookup.ErrUnregisteredOutput},
+				{"empty output", func(q *lookup.Request) { q.Out = out[:0] }, lookup.ErrUnregisteredOutput},
+				{"layout past the output", func(q *lookup.Request) { q.Off = 2 * R }, lookup.ErrOutput},
+				{"output too short", func(q *lookup.Request) { q.Out = out[:T*K*R-1] }, lookup.ErrOutput},
+				{"stride overflow", func(q *lookup.Request) { q.TStride = math.MaxInt }, lookup.ErrOutput},
+				{"columns overlap", func(q *lookup.Request) { q.KStride = R - 8 }, lookup.ErrOutput},
+				{"tokens overlap", func(q *lookup.Request) { q.TStride, q.KStride = R, R }, lookup.ErrOutput},
+				{"id past the table", func(q *lookup.Request) { q.IDs64[len(q.IDs64)-1] = 7 + 3 }, lookup.ErrID},
+				{"id below the offset", func(q *lookup.Request) { q.IDs64[len(q.IDs64)-1] = 2 }, lookup.ErrID},
+				{"id -2", func(q *lookup.Request) { q.IDs64[2*K+2] = -2 }, lookup.ErrID},
+				{"id past a zero-offset table", func(q *lookup.Request) { q.IDs64[K] = 6000 }, lookup.ErrID},
+				{"id max", func(q *lookup.Request) { q.IDs64[len(q.IDs64)-2] = math.MaxInt64 }, lookup.ErrID},
+				{"id min", func(q *lookup.Request) { q.IDs64[len(q.IDs64)-2] = math.MinInt64 }, lookup.ErrID},
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
@@ -84,29 +86,29 @@ func TestLookupRejects(t *testing.T) {
 
 			t.Run("typed errors", func(t *testing.T) {
 				q := valid()
-				q.IDs[3*K+4] = 99
-				var ie *IDError
+				q.IDs64[3*K+4] = 99
+				var ie *lookup.IDError
 				require.ErrorAs(t, Lookup(testContext(t), e.cli, q), &ie)
-				require.Equal(t, IDError{Token: 3, Column: 4, ID: 99, Offset: 3, Table: "tiny", Rows: 7}, *ie)
+				require.Equal(t, lookup.IDError{T: 3, K: 4, ID: 99, Offset: 3, Table: "tiny", Rows: 7}, *ie)
 
 				q = valid()
 				q.Tables[2] = "missing"
-				var te *TableError
+				var te *lookup.TableError
 				require.ErrorAs(t, Lookup(testContext(t), e.cli, q), &te)
-				require.Equal(t, TableError{Column: 2, Name: "missing"}, *te)
+				require.Equal(t, lookup.TableError{Table: "missing", Op: "lookup", Err: lookup.ErrUnknownTable}, *te)
 
 				q = valid()
 				q.KStride = 100
-				var ae *ArgError
-				require.ErrorAs(t, Lookup(testContext(t), e.cli, q), &ae)
-				require.NotNil(t, ae.Err, "the overlap cause is kept")
+				var oe *lookup.OutputError
+				require.ErrorAs(t, Lookup(testContext(t), e.cli, q), &oe)
+				require.Equal(t, "rows along K overlap (KStride below the row size)", oe.Reason, "the overlap cause is kept")
 			})
 
 			t.Run("int32 ids", func(t *testing.T) {
 				ids := []int32{0, 5999, -1, math.MinInt32}
-				q := &Request[int32]{Tables: repeat("emb", 2), IDs: ids, T: 2, K: 2, Out: out, TStride: 2 * R, KStride: R}
+				q := &lookup.Request{Tables: repeat("emb", 2), IDs32: ids, T: 2, K: 2, Out: out, TStride: 2 * R, KStride: R}
 				before := append([]byte(nil), out...)
-				require.ErrorIs(t, Lookup(testContext(t), e.cli, q), ErrIDRange)
+				require.ErrorIs(t, Lookup(testContext(t), e.cli, q), lookup.ErrID)
 				require.Equal(t, before, out)
 			})
 
@@ -137,7 +139,7 @@ func TestLookupAfterClose(t *testing.T) {
 	ctx := testContext(t)
 	o, err := e.cli.NewOutput(264)
 	require.NoError(t, err)
-	q := &Request[int32]{Tables: []string{"emb"}, IDs: []int32{1}, T: 1, K: 1, Out: o.Bytes()}
+	q := &lookup.Request{Tables: []string{"emb"}, IDs32: []int32{1}, T: 1, K: 1, Out: o.Bytes()}
 	require.NoError(t, Lookup(ctx, e.cli, q))
 
 	err = e.cli.Close()
