@@ -29,7 +29,7 @@ type Operation struct {
 	sop  ScatterOp
 	t0   time.Time
 	norm planfmt.Normalized
-	geom planfmt.Geometry
+	geom planfmt.Summary
 
 	chosen, mode Mode
 	dec          costmodel.Decision
@@ -220,7 +220,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 		e.putOp(op)
 		return nil, fmt.Errorf("verbs: scatter op: %w", err)
 	}
-	op.geom = op.norm.Geometry()
+	op.geom = op.norm.Summary()
 	op.trace.Payload = op.geom.Bytes
 	op.decide()
 	if op.mode == ModeGather || op.mode == ModeHybrid {

@@ -29,7 +29,7 @@ func TestPackOnly(t *testing.T) {
 		before := append([]byte(nil), f.table.Bytes()...)
 		res, err := f.svc.PackOnly(verbstest.Context(t), key, 0, p, 64<<10, &norm)
 		require.NoError(t, err)
-		require.Equal(t, norm.Geometry().Bytes, res.Bytes)
+		require.Equal(t, norm.Summary().Bytes, res.Bytes)
 		// A chunk takes as many ids as it has room for rows (-1 ids
 		// take no room but count); ranges fill every chunk to the byte.
 		want := (res.Bytes + (64 << 10) - 1) / (64 << 10)

@@ -556,7 +556,7 @@ func (s *Service) serveGather(ctx context.Context, p verbs.Peer, req, resp []byt
 		s.count(err)
 		return nil, err
 	}
-	out := gatherwire.Stats{Decode: time.Since(t0), Payload: st.norm.Geometry().Bytes,
+	out := gatherwire.Stats{Decode: time.Since(t0), Payload: st.norm.Summary().Bytes,
 		Chunk: uint64(c.chunk), Workers: 1}
 	if st.cmd.Dir == planfmt.Read && st.cmd.Flags&planfmt.FlagInlineReply != 0 && out.Payload > 0 &&
 		int64(out.Payload) <= s.inlineMax {

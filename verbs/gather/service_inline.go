@@ -27,7 +27,7 @@ func (s *Service) packInline(st *cmdState, c *command, out *gatherwire.Stats, re
 	stage.Begin(c.markID, stage.Pack)
 	if plan.Form == planfmt.FormRows {
 		var rows packstream.RowCursor
-		skips := st.norm.Geometry().Skipped > 0
+		skips := st.norm.Summary().Skipped > 0
 		rows.Init(plan, c.own, skips)
 		var w *pack.Workers
 		if total >= s.cfg.ParallelMin {

@@ -73,11 +73,11 @@ func (s *Service) PackOnly(ctx context.Context, key verbs.Key, srcOff uint64, p 
 	buf := lease.Bytes()[:chunk]
 	src := r.Bytes()[srcOff : srcOff+p.SrcExtent]
 
-	res := PackOnlyResult{Workers: 1, Bytes: norm.Geometry().Bytes}
+	res := PackOnlyResult{Workers: 1, Bytes: norm.Summary().Bytes}
 	var rows packstream.RowCursor
 	var rng packstream.RangeCursor
 	if p.Form == planfmt.FormRows {
-		rows.Init(p, src, norm.Geometry().Skipped > 0)
+		rows.Init(p, src, norm.Summary().Skipped > 0)
 		rows.Workers, rows.ParallelMin = s.workers, s.cfg.ParallelMin
 		if s.workers != nil && chunk >= s.cfg.ParallelMin {
 			res.Workers = s.workers.Len()

@@ -247,7 +247,7 @@ func (s *Service) runRead(ctx context.Context, p verbs.Peer, st *cmdState, c *co
 	var rng packstream.RangeCursor
 	isRows := plan.Form == planfmt.FormRows
 	if isRows {
-		rows.Init(plan, c.own, st.norm.Geometry().Skipped > 0)
+		rows.Init(plan, c.own, st.norm.Summary().Skipped > 0)
 		rows.Workers, rows.ParallelMin = s.workers, s.cfg.ParallelMin
 		if s.workers != nil && c.chunk >= int64(s.cfg.ParallelMin) {
 			out.Workers = uint32(s.workers.Len())
@@ -259,7 +259,7 @@ func (s *Service) runRead(ctx context.Context, p verbs.Peer, st *cmdState, c *co
 	pl := s.newPipeline(p, st, c, true)
 	defer pl.finish(st)
 	key := s.cfg.Staging.Region().Key()
-	total := st.norm.Geometry().Bytes
+	total := st.norm.Summary().Bytes
 	// The chunk count, for the stage markers' sampling: a rows plan packs
 	// whole rows, so a chunk holds the largest multiple of the row size.
 	per := uint64(c.chunk)
@@ -341,7 +341,7 @@ func (s *Service) runRead(ctx context.Context, p verbs.Peer, st *cmdState, c *co
 // staging (up to P chunks in flight) and scatters each chunk, in order,
 // into the owner's destination window.
 func (s *Service) runWrite(ctx context.Context, p verbs.Peer, st *cmdState, c *command, out *gatherwire.Stats) error {
-	g := st.norm.Geometry()
+	g := st.norm.Summary()
 	pl := s.newPipeline(p, st, c, false)
 	defer pl.finish(st)
 	var rng packstream.RangeCursor
