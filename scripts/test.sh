@@ -52,6 +52,14 @@ if [ "$(id -u)" = 0 ] && [ -z "${REQUIRE_EBPF+set}" ]; then
 fi
 go test work
 
+step "each module alone (GOWORK=off): go.mod and go.sum tidy, build, vet, test"
+# What a user who go-gets one module builds: its own go.mod and go.sum, the
+# sibling modules served from a local module proxy at versions.yaml's
+# versions (scripts/check-modules.sh says how). About 5 minutes on a 2-core
+# machine: the siblings are compiled afresh from their zips, and every
+# module's tests run again against them.
+bash scripts/check-modules.sh
+
 step "go test -race (the concurrent packages)"
 # The pool, the transports, the engine, the Engram store (concurrent
 # lookups, Remove and Close against them, remote lookups) and reshard runs
