@@ -3,7 +3,8 @@
 # between "%% modules:begin" and "%% modules:end") is exactly the graph of
 # imports between workspace modules (non-test imports). Node ids are module
 # folders with '/' written as '_' (verbs/discovery/etcd -> verbs_discovery_etcd).
-# Edges to external dependencies use ids starting with ext_ and are not checked.
+# Edges to external dependencies use ids starting with ext_ and are not checked
+# here: the third-party edges are checked against their own table (below).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=github.com/scatterkit/scatterkit/
@@ -53,3 +54,46 @@ funnel() {
 funnel github.com/cilium/ebpf tools/cmd/scatterprof
 funnel gorgonia.org/cu cudagather
 echo "risky dependencies stay in their funnels (cilium/ebpf, gorgonia.org/cu)"
+
+# Third-party edges: which workspace module imports which third-party module
+# (non-test imports, linux, with and without the cuda tag), against the table
+# between "<!-- third-party:begin -->" and "<!-- third-party:end -->" in
+# docs/architecture.md. Its rows are `module folder` | the third-party module
+# paths it imports, each in backticks (or none) | free text. Every workspace
+# module has exactly one row.
+third_party_actual() {
+	local tags
+	for tags in "" cuda; do
+		# the module of every non-standard package in the build, then each
+		# workspace package's module and imports
+		go list -tags "$tags" -deps -f '{{if not .Standard}}P {{.ImportPath}} {{with .Module}}{{.Path}}{{end}}{{end}}' work
+		go list -tags "$tags" -f 'I {{.Module.Path}} {{join .Imports " "}}' work
+	done | awk -v root="$root" '
+		$1 == "P" { mod[$2] = $3; next }
+		{ for (i = 3; i <= NF; i++) if (($i in mod) && mod[$i] != "" && index(mod[$i], root) != 1) print substr($2, length(root) + 1), mod[$i] }' |
+		sort -u
+}
+third_party_table() {
+	sed -n '/<!-- third-party:begin -->/,/<!-- third-party:end -->/p' docs/architecture.md | grep -E '^\|[[:space:]]*`' || true
+}
+check_third_party() {
+	local actual documented rows
+	actual=$(third_party_actual)
+	rows=$(third_party_table | awk -F'|' '{ m = $2; gsub(/[` ]/, "", m); print m }' | sort)
+	if [ "$rows" != "$mods" ]; then
+		echo "docs/architecture.md's third-party table must have one row per workspace module (< go.work, > table):"
+		diff <(echo "$mods") <(echo "$rows") || true
+		exit 1
+	fi
+	documented=$(third_party_table | awk -F'|' '{
+		m = $2; gsub(/[` ]/, "", m)
+		n = split($3, part, "`"); for (i = 2; i <= n; i += 2) print m, part[i] }' | sort -u)
+	if [ "$actual" != "$documented" ]; then
+		echo "docs/architecture.md's third-party table differs from the imports (< code, > docs; module, then the third-party module it imports):"
+		diff <(echo "$actual") <(echo "$documented") || true
+		echo "Fix the table (and docs/dependencies.md, which says why each dependency is here), or the imports."
+		exit 1
+	fi
+	echo "third-party table matches the imports ($(echo "$actual" | grep -c . || true) edges)"
+}
+check_third_party

@@ -43,9 +43,9 @@
 #   GODEBUG      goindex=0 appended (see the module cache, below).
 # TESTFLAGS: extra flags for the module-alone go test (default none: every
 # test in full, as in go test work). Measured on a 2-core machine, -short
-# would save about 20 s of the step's 3.5 to 7 minutes (reshard's property
-# cases, structobj's killed-client test, the fault suite's trials), too
-# little to give up the tests for.
+# would save about 20 s of the step's 5 minutes (reshard's property cases,
+# structobj's killed-client test, the fault suite's trials), too little to
+# give up those tests for.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=github.com/scatterkit/scatterkit
