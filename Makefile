@@ -14,7 +14,7 @@ lint: ## formatting, vet, architecture graph
 	$(GO) vet work
 	bash scripts/check-arch.sh
 
-check-arch: ## docs/architecture.md's graph matches the imports
+check-arch: ## docs/architecture.md's module, third-party and package graphs match the imports
 	bash scripts/check-arch.sh
 
 bench: bench-foundation ## benchmarks (see docs/benchmarks.md)

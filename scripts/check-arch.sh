@@ -97,3 +97,7 @@ check_third_party() {
 	echo "third-party table matches the imports ($(echo "$actual" | grep -c . || true) edges)"
 }
 check_third_party
+
+# The package-level graphs of verbs, engram and structobj, and the verbs
+# module's rule that nothing runs back up (scripts/check-packages.sh).
+bash scripts/check-packages.sh
