@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 
 	"github.com/scatterkit/scatterkit/planfmt"
 )
@@ -73,7 +74,7 @@ type admission struct {
 // GatherExhausted when there was no room in time.
 func (a *admission) admit(cost int64, wait time.Duration) error {
 	if cost > a.budget {
-		return &GatherError{Code: GatherRefused, Stage: "budget",
+		return &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: "budget",
 			Err: fmt.Errorf("command would take %d bytes of the owner's memory, its whole budget is %d: %w", cost, a.budget, verbs.ErrInvalid)}
 	}
 	var timer *time.Timer
@@ -100,7 +101,7 @@ func (a *admission) admit(cost int64, wait time.Duration) error {
 		select {
 		case <-freed:
 		case <-timer.C:
-			return &GatherError{Code: GatherExhausted, Stage: "budget",
+			return &gatherwire.GatherError{Code: gatherwire.GatherExhausted, Stage: "budget",
 				Err: fmt.Errorf("%d commands running with %d of %d bytes; this one needs %d", commands, bytes, a.budget, cost)}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/staging"
 
 	"github.com/stretchr/testify/require"
@@ -290,9 +291,9 @@ func TestBudgetRefusesAmplification(t *testing.T) {
 	t.Logf("attack command: %d ranges in %d bytes", 4<<20, len(msg))
 	var err error
 	got := allocated(func() { _, err = f.seg.call(context.Background(), f.peer(1), MethodGather, msg) })
-	var ge *GatherError
+	var ge *gatherwire.GatherError
 	require.ErrorAs(t, err, &ge)
-	require.Equal(t, GatherRefused, ge.Code)
+	require.Equal(t, gatherwire.GatherRefused, ge.Code)
 	require.Equal(t, "budget", ge.Stage)
 	require.Less(t, got, uint64(1<<20), "the owner allocated %d bytes for a refused command", got)
 
@@ -336,9 +337,9 @@ func TestBudgetWaitsThenExhausts(t *testing.T) {
 	go func() { _, err := f.seg.call(context.Background(), stalled, MethodGather, cmd); done <- err }()
 	require.Eventually(t, func() bool { return f.svc.Stats().Running == 1 }, 10*time.Second, time.Millisecond)
 	_, err := f.seg.call(context.Background(), f.peer(2), MethodGather, cmd)
-	var ge *GatherError
+	var ge *gatherwire.GatherError
 	require.ErrorAs(t, err, &ge)
-	require.Equal(t, GatherExhausted, ge.Code)
+	require.Equal(t, gatherwire.GatherExhausted, ge.Code)
 	require.Equal(t, "budget", ge.Stage)
 	f.seg.Evict(1)
 	require.Error(t, <-done)
@@ -358,9 +359,9 @@ func TestStalledCommandIsEvicted(t *testing.T) {
 	cmd := encodeCmd(t, f.rowsCmd(r, 20000, 264, 0))
 	start := time.Now()
 	_, err := f.seg.call(context.Background(), stalled, MethodGather, cmd)
-	var ge *GatherError
+	var ge *gatherwire.GatherError
 	require.ErrorAs(t, err, &ge)
-	require.Equal(t, GatherAborted, ge.Code)
+	require.Equal(t, gatherwire.GatherAborted, ge.Code)
 	require.Less(t, time.Since(start), 5*time.Second)
 	select {
 	case <-f.seg.conn(7):

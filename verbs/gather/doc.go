@@ -97,7 +97,7 @@
 //	|     84 |    4 | reserved, 0                                      |
 //	+--------+------+--------------------------------------------------+
 //
-// A failed command is answered with the handler error of a [*GatherError],
+// A failed command is answered with the handler error of a [*engine.GatherError],
 // which reaches the requester as the Message of a [*CallError]:
 //
 //	verbs: gather <code>: <stage>: <detail>

@@ -97,7 +97,7 @@ type Service struct {
 	cfg     Config
 	seg     verbs.Segment
 	exports map[verbs.Key]*verbs.Region
-	info    OwnerInfo
+	info    gatherwire.OwnerInfo
 	cal     costmodel.Calibration
 	workers *pack.Workers
 
@@ -244,7 +244,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, bad("Calibration", "BMem and RCopy must be positive")
 	}
 	s.cal = cal
-	s.info = OwnerInfo{BMem: cal.BMem, RCopy: cal.RCopy, PackWorkers: cfg.PackWorkers, MaxSlots: cfg.MaxSlots,
+	s.info = gatherwire.OwnerInfo{BMem: cal.BMem, RCopy: cal.RCopy, PackWorkers: cfg.PackWorkers, MaxSlots: cfg.MaxSlots,
 		StagingBudget: cfg.CommandBudget, MinChunk: int64(ps.MinSlot), MaxChunk: cfg.MaxChunk,
 		InlineMax: max(s.inlineMax, 0)}
 	if cfg.PackWorkers > 1 {
@@ -263,8 +263,10 @@ func NewService(cfg Config) (*Service, error) {
 // saying why.
 func (s *Service) Calibration() costmodel.Calibration { return s.cal }
 
-// Info returns what the service reports to requesters (without exposures).
-func (s *Service) Info() OwnerInfo { return s.info }
+// Info returns what the service reports to requesters (without exposures),
+// as the requester reads it: the type is engine.OwnerInfo (both names are
+// one definition, in verbs/internal/gatherwire).
+func (s *Service) Info() gatherwire.OwnerInfo { return s.info }
 
 // Stats returns the service's counters.
 func (s *Service) Stats() Stats {
@@ -313,12 +315,12 @@ func (s *Service) enter() bool {
 
 func (s *Service) serveInfo(_ context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
 	if !s.enter() {
-		return nil, &GatherError{Code: GatherRefused, Stage: "service", Err: verbs.ErrClosed}
+		return nil, &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: "service", Err: verbs.ErrClosed}
 	}
 	defer s.running.Done()
 	if len(req) != 0 {
 		s.stats.refused.Add(1)
-		return nil, &GatherError{Code: GatherRefused, Stage: "info", Err: fmt.Errorf("request of %d bytes, want none: %w", len(req), verbs.ErrInvalid)}
+		return nil, &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: "info", Err: fmt.Errorf("request of %d bytes, want none: %w", len(req), verbs.ErrInvalid)}
 	}
 	info := s.info
 	info.Exposed = p.Remote()
@@ -433,8 +435,8 @@ func (s *Service) watchdog() {
 }
 
 // refuse builds a validation failure.
-func refuse(stage string, err error) *GatherError {
-	return &GatherError{Code: GatherRefused, Stage: stage, Err: err}
+func refuse(stage string, err error) *gatherwire.GatherError {
+	return &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: stage, Err: err}
 }
 
 // command is a validated command: the owner-side memory it touches and the
@@ -525,7 +527,7 @@ func (s *Service) validate(p verbs.Peer, st *cmdState, c *command) error {
 func (s *Service) serveGather(ctx context.Context, p verbs.Peer, req, resp []byte) ([]byte, error) {
 	t0 := time.Now()
 	if !s.enter() {
-		return nil, &GatherError{Code: GatherRefused, Stage: "service", Err: verbs.ErrClosed}
+		return nil, &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: "service", Err: verbs.ErrClosed}
 	}
 	defer s.running.Done()
 	shape, err := s.cfg.Limits.PeekCommand(req)
@@ -597,15 +599,15 @@ func (s *Service) serveGather(ctx context.Context, p verbs.Peer, req, resp []byt
 
 // count records a failed command.
 func (s *Service) count(err error) {
-	var ge *GatherError
+	var ge *gatherwire.GatherError
 	if !errors.As(err, &ge) {
 		s.stats.aborted.Add(1)
 		return
 	}
 	switch ge.Code {
-	case GatherRefused:
+	case gatherwire.GatherRefused:
 		s.stats.refused.Add(1)
-	case GatherExhausted:
+	case gatherwire.GatherExhausted:
 		s.stats.exhausted.Add(1)
 	default:
 		s.stats.aborted.Add(1)

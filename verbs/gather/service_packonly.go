@@ -67,7 +67,7 @@ func (s *Service) PackOnly(ctx context.Context, key verbs.Key, srcOff uint64, p 
 	}
 	lease, err := s.cfg.Staging.Pool().AcquireTimeout(chunk, s.cfg.AcquireTimeout)
 	if err != nil {
-		return PackOnlyResult{}, &GatherError{Code: GatherExhausted, Stage: "staging", Err: err}
+		return PackOnlyResult{}, &gatherwire.GatherError{Code: gatherwire.GatherExhausted, Stage: "staging", Err: err}
 	}
 	defer func() { _ = lease.Release() }()
 	buf := lease.Bytes()[:chunk]

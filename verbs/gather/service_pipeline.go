@@ -94,7 +94,7 @@ func (pl *pipeline) idle(ctx context.Context, wait bool) (int, error) {
 			if len(pl.slots) == 0 {
 				l, err = pl.s.cfg.Staging.Pool().AcquireTimeout(pl.chunk, pl.s.cfg.AcquireTimeout)
 				if err != nil {
-					return -1, &GatherError{Code: GatherExhausted, Stage: "staging", Err: err}
+					return -1, &gatherwire.GatherError{Code: gatherwire.GatherExhausted, Stage: "staging", Err: err}
 				}
 			} else {
 				l, err = pl.s.cfg.Staging.Pool().TryAcquire(pl.chunk)
@@ -134,7 +134,7 @@ func (pl *pipeline) post(ctx context.Context, i int, wrs []verbs.WorkRequest) er
 			break
 		}
 		if err != nil && !errors.Is(err, verbs.ErrQueueFull) {
-			return &GatherError{Code: GatherAborted, Stage: "post", Err: err}
+			return &gatherwire.GatherError{Code: gatherwire.GatherAborted, Stage: "post", Err: err}
 		}
 		if err := pl.wait(ctx, 1); err != nil {
 			return err
@@ -174,7 +174,7 @@ func (pl *pipeline) handle(cs []verbs.Completion) {
 			pl.releaseIdle(int(c.ID))
 		}
 		if c.Err != nil && pl.err == nil {
-			pl.err = &GatherError{Code: GatherAborted, Stage: "transfer", Err: c.Err}
+			pl.err = &gatherwire.GatherError{Code: gatherwire.GatherAborted, Stage: "transfer", Err: c.Err}
 		}
 	}
 	clear(cs)
@@ -187,12 +187,12 @@ func (pl *pipeline) wait(ctx context.Context, min int) error {
 		return pl.err
 	}
 	if pl.inflight == 0 {
-		return &GatherError{Code: GatherAborted, Stage: "pipeline", Err: fmt.Errorf("waiting with nothing in flight: %w", verbs.ErrInvalid)}
+		return &gatherwire.GatherError{Code: gatherwire.GatherAborted, Stage: "pipeline", Err: fmt.Errorf("waiting with nothing in flight: %w", verbs.ErrInvalid)}
 	}
 	n, err := pl.q.Wait(ctx, pl.comps, min)
 	pl.handle(pl.comps[:n])
 	if err != nil {
-		return &GatherError{Code: GatherAborted, Stage: "transfer", Err: err}
+		return &gatherwire.GatherError{Code: gatherwire.GatherAborted, Stage: "transfer", Err: err}
 	}
 	return pl.err
 }
@@ -203,7 +203,7 @@ func (pl *pipeline) poll() error {
 		n, err := pl.q.Poll(pl.comps)
 		pl.handle(pl.comps[:n])
 		if err != nil {
-			return &GatherError{Code: GatherAborted, Stage: "transfer", Err: err}
+			return &gatherwire.GatherError{Code: gatherwire.GatherAborted, Stage: "transfer", Err: err}
 		}
 	}
 	return pl.err
