@@ -12,9 +12,9 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/frame"
 	"github.com/scatterkit/scatterkit/verbs/internal/handshake"
+	"github.com/scatterkit/scatterkit/verbs/internal/linkprobe"
 	"github.com/scatterkit/scatterkit/verbs/internal/listener"
 	"github.com/scatterkit/scatterkit/verbs/internal/peers"
-	"github.com/scatterkit/scatterkit/verbs/internal/linkprobe"
 	"github.com/scatterkit/scatterkit/verbs/internal/regtab"
 )
 
