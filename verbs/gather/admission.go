@@ -70,8 +70,8 @@ type admission struct {
 }
 
 // admit charges a command of cost bytes, waiting up to wait for room. It
-// fails with GatherRefused for a command that could never fit and with
-// GatherExhausted when there was no room in time.
+// fails with engine.GatherRefused for a command that could never fit and with
+// engine.GatherExhausted when there was no room in time.
 func (a *admission) admit(cost int64, wait time.Duration) error {
 	if cost > a.budget {
 		return &gatherwire.GatherError{Code: gatherwire.GatherRefused, Stage: "budget",

@@ -326,7 +326,7 @@ func TestBudgetRefusesAmplification(t *testing.T) {
 
 // TestBudgetWaitsThenExhausts: commands beyond MaxCommands, or beyond
 // MemoryBudget with the others running, wait AcquireTimeout and then fail
-// with GatherExhausted; once the running ones end, commands run again.
+// with engine.GatherExhausted; once the running ones end, commands run again.
 func TestBudgetWaitsThenExhausts(t *testing.T) {
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	f := newFakeService(t, 8<<20, 32<<20, Config{MaxCommands: 1, AcquireTimeout: 20 * time.Millisecond, ProgressTimeout: time.Minute})

@@ -17,7 +17,7 @@
 // clamped to the service's bounds and the slots to MaxSlots and
 // CommandBudget, so a command never holds more than P*C of staging;
 // commands share the pool, and one whose first slot is not free within
-// AcquireTimeout fails with GatherExhausted (the requester falls back).
+// AcquireTimeout fails with engine.GatherExhausted (the requester falls back).
 // Rows are packed with bufferpool/pack's unchecked loops (the decode and
 // the window checks make them safe), split over PackWorkers goroutines for
 // large chunks; ranges with one copy per span piece. Each slot is released
@@ -28,7 +28,7 @@
 // of what it will take (every fragment counted, empty ones too) against
 // MemoryBudget, with at most MaxCommands running at once over all
 // connections; a command that finds no room within AcquireTimeout fails
-// with GatherExhausted (the requester falls back to direct), one larger
+// with engine.GatherExhausted (the requester falls back to direct), one larger
 // than the whole budget is refused. Finished commands' storage is kept for
 // reuse only within small bounds. A command that makes no progress for
 // ProgressTimeout (a requester that stopped acknowledging the owner's
@@ -46,7 +46,7 @@
 // A decoder rejects another version, a wrong magic, reserved bytes that
 // are not zero, lengths that disagree with the counts, non-finite or
 // non-positive rates, inconsistent staging bounds and negative durations
-// (a *WireError wrapping ErrProtocol). The request of [MethodGatherInfo]
+// (an *engine.WireError wrapping verbs.ErrProtocol). The request of [MethodGatherInfo]
 // is empty. Its reply:
 //
 //	+--------+------+--------------------------------------------------+

@@ -35,7 +35,7 @@ type Config struct {
 	// with AccessLocal). Commands share it; the service does not close it.
 	Staging *staging.Staging
 	// AcquireTimeout bounds the wait for a command's first staging slot
-	// (default 2 ms); past it the command fails with GatherExhausted and
+	// (default 2 ms); past it the command fails with engine.GatherExhausted and
 	// the requester falls back to direct.
 	AcquireTimeout time.Duration
 	// MaxSlots bounds the staging slots (chunks in flight) of one command
@@ -66,7 +66,7 @@ type Config struct {
 	// bound of its decoded size from its header before it is decoded
 	// (the request, its plan, normalization, runs and requests; every
 	// fragment counts, empty ones too). A command that finds no room
-	// within AcquireTimeout fails with GatherExhausted (the requester falls
+	// within AcquireTimeout fails with engine.GatherExhausted (the requester falls
 	// back to direct); one that would cost more than the whole budget is
 	// refused. So, however many peers send commands, what they hold of the
 	// owner stays within the budget plus the staging pool.
