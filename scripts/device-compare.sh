@@ -2,7 +2,8 @@
 # scatterbench before and after a change, on a real multi-core host (the
 # 16-core GPU machine; no GPU is used): a build of BASE ("before") and of
 # HEAD ("head"), plus any variants of head with extra flags, run
-# alternately, round after round, on the same machine. The table gives, per
+# alternately, round after round, on the same machine (the order reversed
+# every other round). The table gives, per
 # transport, workload and mode, the median end-to-end goodput (or p50
 # latency) of each and the ratios to before, and the same for the ceilings
 # (direct control, pack-only, RTT).
@@ -45,7 +46,15 @@ done
 echo "host: $(nproc) cores; before $(cat .device/before.rev), head $(cat .device/head.rev); $rounds rounds; variants ${variants[*]}"
 for v in "${variants[@]}"; do : >"$out/$v.jsonl"; done
 for r in $(seq "$rounds"); do
-	for v in "${variants[@]}"; do
+	# Odd rounds run the variants in order, even rounds in reverse, so a
+	# drift of the machine over a round (or the cost of going first) does
+	# not favour one variant.
+	order=("${variants[@]}")
+	if [ $((r % 2)) -eq 0 ]; then
+		order=()
+		for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[$i]}"); done
+	fi
+	for v in "${order[@]}"; do
 		t0=$SECONDS
 		# shellcheck disable=SC2086 # flags are words
 		timeout -k 5 240 ".device/scatterbench-${bins[$v]}" -workloads "$workloads" -transport tcp,shm -reps 10 -quiet ${flags[$v]} \
