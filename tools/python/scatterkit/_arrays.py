@@ -267,7 +267,7 @@ def is_arraylike(x: Any) -> bool:
     return True
 
 
-def _np_fingerprint(x: np.ndarray) -> Any:
+def fingerprint_ndarray(x: np.ndarray) -> Any:
     return x.shape
 
 
@@ -289,7 +289,7 @@ def fingerprinter(x: Any):
     (resize_, set_): its pointer, shape and strides. Anything else is never
     cached."""
     if isinstance(x, _ndarray):
-        return _np_fingerprint
+        return fingerprint_ndarray
     if is_torch_like(x) and _device_type(x) == "cpu":
         return _tensor_fingerprint
     return _never

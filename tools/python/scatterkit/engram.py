@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from . import _arrays, _capi
-from ._arrays import CUDA_PENDING, describe
+from ._arrays import CUDA_PENDING, describe, np_data
 from ._capi import (
     NoConversionError,
     RowIDError,
@@ -497,7 +497,7 @@ class EngramStore:
         nothing). With an int table_id it is the layer API's populate
         (layer_id, [head tables]); config (Mooncake's ReplicateConfig) is
         accepted and unused there."""
-        if isinstance(table_id, int) and not isinstance(table_id, bool):
+        if isinstance(table_id, (int, np.integer)) and not isinstance(table_id, bool):
             return self._populate_layer(table_id, rows)
         if config is not None:
             raise TypeError("scatterkit: populate(table_id, rows) takes no config for a named table")
@@ -591,26 +591,38 @@ class EngramStore:
         return lookup
 
     def _lookup(self, table_ids, ids, output, offsets, stream) -> None:
-        if isinstance(table_ids, str):
+        # Every call that is not the hot path's comes here; numpy ids and a
+        # kept output are inlined (a new ids array per call is an engine's
+        # usual step, and this is its cost).
+        if type(table_ids) is tuple:
+            key = table_ids
+        elif isinstance(table_ids, str):
             raise TypeError("scatterkit: table_ids is one str: want a sequence of table names (one per column)")
-        key = table_ids if type(table_ids) is tuple else tuple(table_ids)
-        if key and type(key[0]) is not str and isinstance(key[0], (int, np.integer)) and not isinstance(key[0], bool):
-            return self._lookup_layers(key, ids, output)
-        self._check_open()
-        cols = self._columns(key)
+        else:
+            key = tuple(table_ids)
+        if not key or type(key[0]) is not str or not self._open:
+            if key and isinstance(key[0], (int, np.integer)) and not isinstance(key[0], bool):
+                return self._lookup_layers(key, ids, output)
+            self._check_open()
+        cols = self._cols.get(key) or self._columns(key)
         k, r = cols.k, cols.row_bytes
-        t, ip, inb, bits, ikeep = _ids_args(ids, k)
+        dt = ids.dtype if type(ids) is _ndarray else None
+        shape = ids.shape if dt is not None else None
+        if (dt is _I64 or dt is _I32) and len(shape) == 2 and shape[1] == k and ids.flags.c_contiguous:
+            t, ip, bits, ikeep = shape[0], np_data(ids), 64 if dt is _I64 else 32, ids
+            inb = t * k * (bits >> 3)
+        else:
+            t, ip, inb, bits, ikeep = _ids_args(ids, k)
         tls = self._tls
         d = tls.__dict__
         # The output is usually the same buffer call after call: its
         # checked description is kept per thread.
         oc = d.get("out")
-        if oc is not None and oc[0] is output and oc[3] == (t, k, r) and oc[1](output) == oc[2]:
-            oargs, lo, hi = oc[4], oc[5], oc[6]
-        else:
+        if oc is None or oc[0] is not output or oc[3] != (t, k, r) or oc[1](output) != oc[2]:
             oargs, lo, hi = _output_args(output, t, k, r)
             fo = _arrays.fingerprinter(output)
-            oc = tls.out = (output, fo, fo(output), (t, k, r), oargs, lo, hi)
+            oc = tls.out = (output, fo, fo(output), (t, k, r), oargs, lo, hi, _i64(t))
+        lo, hi = oc[5], oc[6]
         offs = okeep = None
         if offsets is not None:
             offs, okeep = _offsets(offsets, k)
@@ -620,19 +632,23 @@ class EngramStore:
             raise ValueError("scatterkit: output overlaps ids")
         if offs is not None and offs.value < hi and lo < offs.value + 8 * k:
             raise ValueError("scatterkit: output overlaps offsets")
-        err = d.get("err")
-        if err is None:
-            err = tls.err = sk_error()
-            tls.err_ref = ctypes.byref(err)
-        args = (self._hc, cols.handle, _i64(t), k, _vp(ip), bits) + oargs + (offs, tls.err_ref)
+        err_ref = d.get("err_ref")
+        if err_ref is None:
+            tls.err = sk_error()
+            err_ref = tls.err_ref = ctypes.byref(tls.err)
+        args = (self._hc, cols.handle, oc[7], k, _vp(ip), bits) + oc[4] + (offs, err_ref)
         # The hot path's cache: immutable names and offsets only (a list
         # may change between calls; an array's values are read per call).
         if type(table_ids) is tuple and (offsets is None or isinstance(offsets, (tuple, _ndarray))):
-            fi = _arrays.fingerprinter(ids)
-            tls.last = (table_ids, ids, output, offsets, fi(ids), oc[2], args, err, (ikeep, okeep), fi, oc[1])
+            if dt is not None:
+                fi, fp = _arrays.fingerprint_ndarray, shape
+            else:
+                fi = _arrays.fingerprinter(ids)
+                fp = fi(ids)
+            tls.last = (table_ids, ids, output, offsets, fp, oc[2], args, tls.err, (ikeep, okeep), fi, oc[1])
         rc = self._raw_lookup(*args)
         if rc:
-            raise _capi.error(rc, err)
+            raise _capi.error(rc, tls.err)
         return None
 
     def _columns(self, key: tuple) -> _Columns:
@@ -767,6 +783,8 @@ class EngramStore:
         if len(tables) != len(layer.names):
             raise RuntimeError(f"embedding_buffers size must match num_heads ({len(tables)} != {len(layer.names)})")
         self._check_open()
+        if self.remote is not None:
+            raise RuntimeError("populate failed: a remote store is read-only (its owner populates the tables)")
         arrays = []
         for h, t in enumerate(tables):
             try:
@@ -949,7 +967,8 @@ def _rows_array(x: Any, what: str) -> _arrays.Array:
     return a
 
 
-_NP_ID_BITS = {np.dtype(np.int32): 32, np.dtype(np.int64): 64}
+_I32, _I64 = np.dtype(np.int32), np.dtype(np.int64)  # the builtin descriptors arrays share
+_NP_ID_BITS = {_I32: 32, _I64: 64}
 _NP_U8 = {np.dtype(np.uint8)}
 
 

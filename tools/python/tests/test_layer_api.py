@@ -134,6 +134,10 @@ def test_populate_and_lookup_into(layer_store, rng):
         out, _ = poisoned(rng, (b, l, 4, R))
         assert s.lookup_into(3, ids, out) is None
         assert (out == gather(tables, ids)).all()
+    out, _ = poisoned(rng, (1, 1, 4, R))
+    s.lookup_into(np.int64(3), ids[:1, :1], out)  # numpy ints are layer ids too
+    assert (out == gather(tables, ids[:1, :1])).all()
+    assert s.get_row_bytes(np.int32(3)) == R
 
 
 def test_lookup_into_torch(layer_store, rng, torch):
