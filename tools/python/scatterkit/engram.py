@@ -92,11 +92,20 @@ class _Layer(NamedTuple):
     keys: tuple  # Mooncake's store keys, engram:l{layer}:h{head}
 
 
-class _Columns(NamedTuple):
-    handle: ctypes.c_uint64
-    k: int
-    row_bytes: int
-    names: tuple
+class _Columns:
+    """A column set (sk_columns), freed when the last reference goes: the
+    store's cache and the threads' cached arguments share it."""
+
+    __slots__ = ("handle", "k", "row_bytes", "names", "_free")
+
+    def __init__(self, handle: int, k: int, row_bytes: int, names: tuple, free):
+        self.handle, self.k, self.row_bytes, self.names, self._free = _u64(handle), k, row_bytes, names, free
+
+    def __del__(self):
+        try:
+            self._free(self.handle.value)  # SK_ECLOSED, harmless, once the store's close freed it
+        except Exception:
+            pass
 
 
 # ---- the native store and its buffers -----------------------------------
@@ -440,9 +449,7 @@ class EngramStore:
             except RuntimeError:
                 pass  # a server failing to stop cleanly does not keep the store open
         with self._cols_lock:
-            cols, self._cols = self._cols, {}
-        for c in cols.values():
-            self._lib.columns_free(c.handle.value)
+            self._cols = {}  # the column sets go with their last reference
         self._native.close()
 
     @property
@@ -604,7 +611,15 @@ class EngramStore:
             if key and isinstance(key[0], (int, np.integer)) and not isinstance(key[0], bool):
                 return self._lookup_layers(key, ids, output)
             self._check_open()
-        cols = self._cols.get(key) or self._columns(key)
+        tls = self._tls
+        d = tls.__dict__
+        lc = d.get("cols")  # this thread's last column set, by identity of its tuple
+        if lc is not None and lc[0] is table_ids:
+            cols = lc[1]
+        else:
+            cols = self._cols.get(key) or self._columns(key)
+            if key is table_ids:
+                tls.cols = (table_ids, cols)
         k, r = cols.k, cols.row_bytes
         dt = ids.dtype if type(ids) is _ndarray else None
         shape = ids.shape if dt is not None else None
@@ -613,15 +628,19 @@ class EngramStore:
             inb = t * k * (bits >> 3)
         else:
             t, ip, inb, bits, ikeep = _ids_args(ids, k)
-        tls = self._tls
-        d = tls.__dict__
         # The output is usually the same buffer call after call: its
-        # checked description is kept per thread.
+        # checked description (for this column set and T) is kept per thread.
         oc = d.get("out")
-        if oc is None or oc[0] is not output or oc[3] != (t, k, r) or oc[1](output) != oc[2]:
+        if (
+            oc is None
+            or oc[0] is not output
+            or oc[3] is not cols
+            or oc[8] != t
+            or (output.shape != oc[2] if type(output) is _ndarray else oc[1](output) != oc[2])
+        ):
             oargs, lo, hi = _output_args(output, t, k, r)
             fo = _arrays.fingerprinter(output)
-            oc = tls.out = (output, fo, fo(output), (t, k, r), oargs, lo, hi, _i64(t))
+            oc = tls.out = (output, fo, fo(output), cols, oargs, lo, hi, _i64(t), t)
         lo, hi = oc[5], oc[6]
         offs = okeep = None
         if offsets is not None:
@@ -670,14 +689,12 @@ class EngramStore:
         blob = b"".join(_cname(n) + b"\0" for n in key)
         err, h = sk_error(), _u64()
         _capi.check(self._lib.columns(self._hc.value, blob, len(key), h, err), err)
-        c = _Columns(_u64(h.value), len(key), rows.pop(), key)
+        c = _Columns(h.value, len(key), rows.pop(), key, self._lib.columns_free)
         with self._cols_lock:
             if not self._open:
-                self._lib.columns_free(h.value)
                 raise StoreClosedError("scatterkit: store closed")
             if len(self._cols) >= _COLUMN_CACHE:
-                old = next(iter(self._cols))
-                self._lib.columns_free(self._cols.pop(old).handle.value)
+                del self._cols[next(iter(self._cols))]  # the oldest; freed once no thread holds it
             self._cols[key] = c
         return c
 

@@ -686,3 +686,30 @@ def test_close_while_looking_up(make_store, rng):
     th.join(10)
     stop.set()
     assert seen == ["closed"]
+
+
+def test_column_cache_eviction(make_store, rng, monkeypatch):
+    """Past the cache's size the oldest column set leaves the cache, but a
+    thread's cached call that holds it keeps working."""
+    import scatterkit.engram as engram
+
+    monkeypatch.setattr(engram, "_COLUMN_CACHE", 2)
+    s, rows = make_store({"a": (40, 8), "b": (40, 8)})
+    ids = rand_ids(rng, 3, [40, 40], skip=0)
+    out, _ = poisoned(rng, (3, 2, 8))
+    first = ("a", "b")
+    s.lookup(first, ids, out)
+    for names in (("b", "a"), ("a", "a"), ("b", "b")):
+        s.lookup(names, ids, np.zeros((3, 2, 8), np.uint8))
+    assert first not in s._cols and len(s._cols) == 2
+    out[:] = 0
+    s.lookup(first, ids, out)  # not the hot path any more (another call came between): rebuilt
+    assert (out[:, 0] == rows["a"][ids[:, 0]]).all() and (out[:, 1] == rows["b"][ids[:, 1]]).all()
+    hot = ("a", "b")
+    s.lookup(hot, ids, out)
+    for names in (("b", "a"), ("a", "a"), ("b", "b")):
+        s._columns(names)  # evicts hot's set while this thread's cached call holds it
+    assert hot not in s._cols
+    out[:] = 0
+    s.lookup(hot, ids, out)
+    assert (out[:, 1] == rows["b"][ids[:, 1]]).all()
