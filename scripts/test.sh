@@ -71,6 +71,36 @@ go test -race $(go list work | grep -E '/(bufferpool|verbs|engram)(/|$)' | grep 
 # lowering split over goroutines); -short trims its random property cases.
 go test -race -short ./reshard/...
 
+step "Python package (tools/python): pip install through the Go build hook, then pytest (numpy and torch)"
+# Debian's python (/usr/bin/python3: a pyenv python3 first on PATH lacks
+# Debian's packages) with numpy, pytest, torch (CPU) and setuptools,
+# installed when missing, so the torch tests run. The package is installed
+# once into a temp target from a copy of tools/python (nothing is built in
+# the checkout): setup.py's hook builds libscatterkit.so with Go, offline
+# (--no-build-isolation, Debian's setuptools); without Debian's pip,
+# setup.py build proves the hook. The tests then run on the checkout's
+# sources with that library on SCATTERKIT_LIB. About 20 s with a warm Go
+# build cache, a minute cold (the library build is most of it).
+py=/usr/bin/python3
+if ! $py -c 'import numpy, pytest, torch, setuptools' 2>/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		python3-numpy python3-pytest python3-torch python3-setuptools >/dev/null
+fi
+cp -r tools/python "$tmp/pysrc"
+rm -rf "$tmp/pysrc/build" "$tmp/pysrc/scatterkit/libscatterkit.so"
+if $py -m pip --version >/dev/null 2>&1; then
+	SCATTERKIT_GO_MODULE="$PWD/tools" $py -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+		--no-build-isolation --no-deps --no-index --target "$tmp/pyinstall" "$tmp/pysrc"
+	pylib="$tmp/pyinstall/scatterkit/libscatterkit.so"
+	(cd "$tmp" && PYTHONPATH="$tmp/pyinstall" $py -c 'import scatterkit, scatterkit.engram as e, tempfile
+s = e.EngramStore(tables={"t": {"num_rows": 1, "row_bytes": 1}}, local_dir=tempfile.mkdtemp())
+print("installed:", scatterkit.library_path()); s.close()')
+else
+	(gomod="$PWD/tools" && cd "$tmp/pysrc" && SCATTERKIT_GO_MODULE="$gomod" $py setup.py -q build --build-base "$tmp/pybuild")
+	pylib=$(find "$tmp/pybuild" -name libscatterkit.so | head -n 1)
+fi
+SCATTERKIT_LIB="$pylib" $py -m pytest -q -p no:cacheprovider tools/python/tests
+
 step "fuzz, ${fuzztime} each"
 # Every FuzzX in every package, one at a time (go test -fuzz takes one).
 grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' . | sort | while read -r file; do

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/scatterkit/scatterkit/engram"
+)
+
+// openConfig is sk_open's config_json (docs/capi.md).
+type openConfig struct {
+	Namespace        string                 `json:"namespace"`
+	Tables           map[string]tableConfig `json:"tables"`
+	LocalDir         string                 `json:"local_dir"`
+	Remote           *remoteConfig          `json:"remote"`
+	Workers          int                    `json:"workers"`
+	Pin              string                 `json:"pin"`
+	SkipRowChecksums bool                   `json:"skip_row_checksums"`
+}
+
+type tableConfig struct {
+	NumRows  int64 `json:"num_rows"`
+	RowBytes int   `json:"row_bytes"`
+}
+
+type remoteConfig struct {
+	// Transport is a verbs/transports name; "" means "tcp".
+	Transport   string `json:"transport"`
+	Addr        string `json:"addr"`
+	BufferBytes int64  `json:"buffer_bytes"`
+}
+
+// parseConfig decodes config_json strictly: unknown keys, trailing data
+// and values of the wrong type are an *ArgError. It returns the engram
+// configuration (Remote left nil: the caller makes its transport) and the
+// remote part, nil for a local store.
+func parseConfig(b []byte) (engram.Config, *remoteConfig, error) {
+	var oc openConfig
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&oc); err != nil {
+		return engram.Config{}, nil, badArg("config_json", "%v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return engram.Config{}, nil, badArg("config_json", "data after the JSON object")
+	}
+	cfg := engram.Config{
+		Namespace:        oc.Namespace,
+		Dir:              oc.LocalDir,
+		Workers:          oc.Workers,
+		SkipRowChecksums: oc.SkipRowChecksums,
+	}
+	if oc.Workers < 0 {
+		return engram.Config{}, nil, badArg("config_json", "workers %d: negative", oc.Workers)
+	}
+	switch oc.Pin {
+	case "", "best-effort":
+		cfg.Pin = engram.PinBestEffort
+	case "none":
+		cfg.Pin = engram.PinNone
+	case "require":
+		cfg.Pin = engram.PinRequired
+	default:
+		return engram.Config{}, nil, badArg("config_json", "pin %q: want best-effort, none or require", oc.Pin)
+	}
+	if oc.Tables != nil {
+		cfg.Tables = make(map[string]engram.TableSpec, len(oc.Tables))
+		for name, t := range oc.Tables {
+			cfg.Tables[name] = engram.TableSpec{NumRows: t.NumRows, RowBytes: t.RowBytes}
+		}
+	}
+	if oc.Remote != nil {
+		if oc.LocalDir != "" {
+			return engram.Config{}, nil, fmt.Errorf("%w: set exactly one of local_dir and remote", engram.ErrConfig)
+		}
+		if oc.Remote.BufferBytes < 0 {
+			return engram.Config{}, nil, badArg("config_json", "remote.buffer_bytes %d: negative", oc.Remote.BufferBytes)
+		}
+		if oc.Remote.Transport == "" {
+			oc.Remote.Transport = "tcp"
+		}
+	}
+	return cfg, oc.Remote, nil
+}

@@ -1,0 +1,278 @@
+package main
+
+/*
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+	int32_t code;
+	int64_t t, k, id;
+	char    msg[1024];
+} sk_error;
+
+enum {
+	SK_OK       = 0,
+	SK_EINVAL   = -1,
+	SK_EID      = -2,
+	SK_ENOTABLE = -3,
+	SK_EEXIST   = -4,
+	SK_ECLOSED  = -5,
+	SK_EIO      = -6,
+	SK_ENOMEM   = -7,
+	SK_ENOTSUP  = -8,
+};
+*/
+import "C"
+
+import (
+	"errors"
+	"unsafe"
+)
+
+func main() {}
+
+// abiVersion is sk_abi_version's answer.
+const abiVersion = 1
+
+// Compile-time checks: cError is sk_error, code values are the enum's.
+var ce C.sk_error
+
+var (
+	_ [unsafe.Sizeof(ce) - unsafe.Sizeof(cError{})]byte
+	_ [unsafe.Sizeof(cError{}) - unsafe.Sizeof(ce)]byte
+	_ [unsafe.Offsetof(ce.t) - unsafe.Offsetof(cError{}.T)]byte
+	_ [unsafe.Offsetof(cError{}.T) - unsafe.Offsetof(ce.t)]byte
+	_ [unsafe.Offsetof(ce.k) - unsafe.Offsetof(cError{}.K)]byte
+	_ [unsafe.Offsetof(cError{}.K) - unsafe.Offsetof(ce.k)]byte
+	_ [unsafe.Offsetof(ce.id) - unsafe.Offsetof(cError{}.ID)]byte
+	_ [unsafe.Offsetof(cError{}.ID) - unsafe.Offsetof(ce.id)]byte
+	_ [unsafe.Offsetof(ce.msg) - unsafe.Offsetof(cError{}.Msg)]byte
+	_ [unsafe.Offsetof(cError{}.Msg) - unsafe.Offsetof(ce.msg)]byte
+	_ [len(ce.msg) - msgLen]byte
+	_ [msgLen - len(ce.msg)]byte
+)
+
+const (
+	_ = uint8(code(C.SK_OK) - codeOK)
+	_ = uint8(codeOK - code(C.SK_OK))
+	_ = uint8(code(C.SK_EINVAL) - codeInval)
+	_ = uint8(codeInval - code(C.SK_EINVAL))
+	_ = uint8(code(C.SK_EID) - codeID)
+	_ = uint8(codeID - code(C.SK_EID))
+	_ = uint8(code(C.SK_ENOTABLE) - codeNoTable)
+	_ = uint8(codeNoTable - code(C.SK_ENOTABLE))
+	_ = uint8(code(C.SK_EEXIST) - codeExist)
+	_ = uint8(codeExist - code(C.SK_EEXIST))
+	_ = uint8(code(C.SK_ECLOSED) - codeClosed)
+	_ = uint8(codeClosed - code(C.SK_ECLOSED))
+	_ = uint8(code(C.SK_EIO) - codeIO)
+	_ = uint8(codeIO - code(C.SK_EIO))
+	_ = uint8(code(C.SK_ENOMEM) - codeNoMem)
+	_ = uint8(codeNoMem - code(C.SK_ENOMEM))
+	_ = uint8(code(C.SK_ENOTSUP) - codeNotSup)
+	_ = uint8(codeNotSup - code(C.SK_ENOTSUP))
+)
+
+// ret is every export's return: 0, or err's code with *e filled when e
+// is not NULL.
+func ret(e *C.sk_error, err error) C.int32_t {
+	if err == nil {
+		return 0
+	}
+	if e == nil {
+		return C.int32_t(classify(err))
+	}
+	return C.int32_t((*cError)(unsafe.Pointer(e)).set(err))
+}
+
+// goString copies a NUL-terminated C string; NULL is "".
+func goString(p *C.char) string {
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+//export sk_abi_version
+func sk_abi_version() C.int32_t { return abiVersion }
+
+//export sk_open
+func sk_open(config_json *C.char, store *C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		if config_json == nil || store == nil {
+			return badArg("config_json", "NULL config or store pointer")
+		}
+		cfg := unsafe.Slice((*byte)(unsafe.Pointer(config_json)), C.strlen(config_json))
+		h, e := open(cfg)
+		if e == nil {
+			*store = C.uint64_t(h)
+		}
+		return e
+	}))
+}
+
+//export sk_close
+func sk_close(store C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return closeStore(uint64(store)) }))
+}
+
+//export sk_table_spec
+func sk_table_spec(store C.uint64_t, name *C.char, num_rows *C.int64_t, row_bytes *C.int64_t, populated *C.int32_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		spec, pop, e := tableSpec(uint64(store), goString(name))
+		if e != nil {
+			return e
+		}
+		if num_rows != nil {
+			*num_rows = C.int64_t(spec.NumRows)
+		}
+		if row_bytes != nil {
+			*row_bytes = C.int64_t(spec.RowBytes)
+		}
+		if populated != nil {
+			*populated = 0
+			if pop {
+				*populated = 1
+			}
+		}
+		return nil
+	}))
+}
+
+//export sk_remove
+func sk_remove(store C.uint64_t, name *C.char, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return remove(uint64(store), goString(name)) }))
+}
+
+//export sk_populate
+func sk_populate(store C.uint64_t, name *C.char, rows unsafe.Pointer, len C.int64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return populate(uint64(store), goString(name), rows, int64(len)) }))
+}
+
+//export sk_populate_begin
+func sk_populate_begin(store C.uint64_t, name *C.char, writer *C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		if writer == nil {
+			return badArg("writer", "NULL")
+		}
+		h, e := beginPopulate(uint64(store), goString(name))
+		if e == nil {
+			*writer = C.uint64_t(h)
+		}
+		return e
+	}))
+}
+
+//export sk_populate_write
+func sk_populate_write(writer C.uint64_t, p unsafe.Pointer, len C.int64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return writePopulate(uint64(writer), p, int64(len)) }))
+}
+
+//export sk_populate_commit
+func sk_populate_commit(writer C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return commitPopulate(uint64(writer)) }))
+}
+
+//export sk_populate_abort
+func sk_populate_abort(writer C.uint64_t) C.int32_t {
+	return ret(nil, protect(func() error { return abortPopulate(uint64(writer)) }))
+}
+
+//export sk_columns
+func sk_columns(store C.uint64_t, names *C.char, k C.int32_t, cols *C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		if cols == nil {
+			return badArg("cols", "NULL")
+		}
+		h, e := newColumns(uint64(store), unsafe.Pointer(names), int32(k))
+		if e == nil {
+			*cols = C.uint64_t(h)
+		}
+		return e
+	}))
+}
+
+//export sk_columns_free
+func sk_columns_free(cols C.uint64_t) C.int32_t {
+	return ret(nil, protect(func() error { return freeColumns(uint64(cols)) }))
+}
+
+//export sk_lookup
+func sk_lookup(store C.uint64_t, cols C.uint64_t, t C.int64_t, k C.int32_t,
+	ids unsafe.Pointer, id_bits C.int32_t,
+	out_base unsafe.Pointer, out_len C.int64_t, off C.int64_t,
+	tstride C.int64_t, kstride C.int64_t,
+	offsets *C.int64_t, err *C.sk_error) C.int32_t {
+	a := lookupArgs{store: uint64(store), cols: uint64(cols), t: int64(t), k: int32(k), ids: ids, idBits: int32(id_bits),
+		out: out_base, outLen: int64(out_len), off: int64(off), tStride: int64(tstride), kStride: int64(kstride),
+		offsets: unsafe.Pointer(offsets)}
+	return ret(err, protect(func() error { return lookup(&a) }))
+}
+
+//export sk_buffer_new
+func sk_buffer_new(store C.uint64_t, n C.int64_t, buf *C.uint64_t, ptr *unsafe.Pointer, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		if buf == nil || ptr == nil {
+			return badArg("buf", "NULL buf or ptr")
+		}
+		h, p, e := newBuffer(uint64(store), int64(n))
+		if e == nil {
+			*buf, *ptr = C.uint64_t(h), p
+		}
+		return e
+	}))
+}
+
+//export sk_buffer_free
+func sk_buffer_free(buf C.uint64_t) C.int32_t {
+	return ret(nil, protect(func() error { return freeBuffer(uint64(buf)) }))
+}
+
+//export sk_serve
+func sk_serve(store C.uint64_t, transport *C.char, addr *C.char,
+	bound *C.char, bound_len C.int32_t, server *C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		if server == nil {
+			return badArg("server", "NULL")
+		}
+		if bound != nil && bound_len < 1 {
+			return badArg("bound_len", "%d: no room for the NUL", bound_len)
+		}
+		h, a, e := serve(uint64(store), goString(transport), goString(addr))
+		if e != nil {
+			return e
+		}
+		if bound != nil {
+			if len(a) >= int(bound_len) {
+				return errors.Join(badArg("bound_len", "%d bytes, the address %q needs %d", bound_len, a, len(a)+1), closeServer(h))
+			}
+			b := unsafe.Slice((*byte)(unsafe.Pointer(bound)), int(bound_len))
+			b[copy(b, a)] = 0
+		}
+		*server = C.uint64_t(h)
+		return nil
+	}))
+}
+
+//export sk_server_close
+func sk_server_close(server C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return closeServer(uint64(server)) }))
+}
+
+//export sk_bench_lookup
+func sk_bench_lookup(store C.uint64_t, cols C.uint64_t, t C.int64_t, k C.int32_t,
+	ids unsafe.Pointer, id_bits C.int32_t,
+	out_base unsafe.Pointer, out_len C.int64_t, off C.int64_t,
+	tstride C.int64_t, kstride C.int64_t,
+	offsets *C.int64_t, n C.int64_t, ns *C.int64_t, err *C.sk_error) C.int32_t {
+	a := lookupArgs{store: uint64(store), cols: uint64(cols), t: int64(t), k: int32(k), ids: ids, idBits: int32(id_bits),
+		out: out_base, outLen: int64(out_len), off: int64(off), tStride: int64(tstride), kStride: int64(kstride),
+		offsets: unsafe.Pointer(offsets)}
+	return ret(err, protect(func() error {
+		d, e := benchLookup(&a, int64(n))
+		if e == nil && ns != nil {
+			*ns = C.int64_t(d.Nanoseconds())
+		}
+		return e
+	}))
+}
