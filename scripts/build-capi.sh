@@ -4,11 +4,30 @@
 # generates, libscatterkit.h, lands next to it. It is the command
 #   cd tools && go build -buildmode=c-shared -o OUTDIR/libscatterkit.so ./capi
 # which needs cgo and a C compiler.
+#
+#   --cuda  also builds libscatterkit_cuda.so (the same command with
+#           -tags cuda), against CUDA's cuda.h and the stub libcuda that
+#           scripts/cuda-headers.sh fetches, unless CGO_CFLAGS already
+#           names them; it links libcuda.so.1 and prints both paths.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cuda=0
+if [ "${1:-}" = "--cuda" ]; then
+	cuda=1
+	shift
+fi
 out=${1:-$root/out/capi}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$root/tools"
 CGO_ENABLED=1 go build -buildmode=c-shared -o "$out/libscatterkit.so" ./capi
 echo "$out/libscatterkit.so"
+if [ "$cuda" = 1 ]; then
+	if [ -z "${CGO_CFLAGS:-}" ]; then
+		cache=$(bash "$root/scripts/cuda-headers.sh")
+		export CGO_CFLAGS="-I$cache/root/usr/include"
+		export CGO_LDFLAGS="-L$cache/root/usr/lib/x86_64-linux-gnu/stubs"
+	fi
+	CGO_ENABLED=1 go build -tags cuda -buildmode=c-shared -o "$out/libscatterkit_cuda.so" ./capi
+	echo "$out/libscatterkit_cuda.so"
+fi

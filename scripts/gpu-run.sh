@@ -16,6 +16,10 @@ grep -E '^(--- |PASS|FAIL|ok|panic)' "$OUT/tests.log" | head -40
 echo "== engram store on the device (cudaengram)"
 timeout -k 5 120 .gpu/cudaengram.test -test.v -test.count=1 >"$OUT/engram.log" 2>&1 || rc=1
 grep -E '^(--- |PASS|FAIL|ok|panic)' "$OUT/engram.log" | head -10
+echo "== C ABI on the device (tools/capi: sk_cuda_*)"
+# From its package folder: the tests read ../../docs and testdata.
+(cd tools/capi && timeout -k 5 180 ../../.gpu/capi.test -test.v -test.count=1 -test.run '^Test(CUDA|DeviceLookupArgs)') >"$OUT/capi.log" 2>&1 || rc=1
+grep -E '^(--- |PASS|FAIL|ok|panic)|graph replay' "$OUT/capi.log" | grep -v '^    --- PASS' | head -20
 echo "== cudagather benchmarks"
 timeout -k 5 400 .gpu/cudagather.test -test.run '^$' -test.bench . -test.benchtime 1x -test.v >"$OUT/bench.log" 2>&1 || rc=1
 grep -E 'ceilings|variant|ordered|FAIL|panic' "$OUT/bench.log" | sed 's/^ *//' | head -40

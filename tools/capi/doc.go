@@ -4,15 +4,21 @@
 //
 //	go build -buildmode=c-shared -o libscatterkit.so ./capi
 //
-// from the tools module (scripts/build-capi.sh). The ABI, its error codes
-// and its lifetime rules are docs/capi.md; the test suite keeps that page
-// and the exported prototypes in step.
+// from the tools module (scripts/build-capi.sh); with `-tags cuda` (and
+// cgo flags for CUDA's cuda.h and libcuda, scripts/gpu-build.sh) the same
+// command builds libscatterkit_cuda.so, whose sk_cuda_* calls run device
+// lookups through engram's Device seam on cudagather (device.go). The two
+// libraries export one symbol set: the CUDA code is the same in both, and
+// without the tag cudagather's own stub makes it SK_ENOTSUP. The ABI, its
+// error codes and its lifetime rules are docs/capi.md; the test suite
+// keeps that page and the exported prototypes of both libraries in step.
 //
 // Objects cross the boundary as handles (handles.go): a uint64 of kind,
 // slot generation and slot index, resolved lock-free, so a freed, stale
 // or wrong-kind handle fails SK_ECLOSED and no Go pointer ever reaches C.
-// Every export is a thin cgo wrapper (exports.go, the only file that
-// imports "C") over a plain Go function (open, lookup, newBuffer, ...)
+// Every export is a thin cgo wrapper (exports.go; driver_cuda.go is the
+// only other file that imports "C", for the three driver calls capi makes
+// itself) over a plain Go function (open, lookup, newBuffer, ...)
 // that the tests call directly; the wrapper recovers panics into SK_EIO
 // and maps errors to codes (errors.go). A lookup checks every
 // length, count and pointer that describes caller memory before making a

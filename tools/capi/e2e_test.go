@@ -15,27 +15,36 @@ import (
 // capiDoc is the page that declares the ABI.
 const capiDoc = "../../docs/capi.md"
 
-// buildLibrary builds libscatterkit.so (and its header) into dir.
-func buildLibrary(t *testing.T, dir string) string {
+// buildLibrary builds the library named so (and its header) into dir,
+// with the given build tags.
+func buildLibrary(t *testing.T, dir, so string, tags ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("no gcc: the c-shared build and the C program need it")
 	}
-	so := filepath.Join(dir, "libscatterkit.so")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", so, ".")
+	so = filepath.Join(dir, so)
+	args := []string{"build", "-buildmode=c-shared", "-o", so}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, ".")...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return so
 }
 
-// docBlock returns the ```c block of docs/capi.md.
+// docBlock returns the ```c blocks of docs/capi.md, in order, as one text.
 func docBlock(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(capiDoc)
 	require.NoError(t, err)
-	m := regexp.MustCompile("(?s)```c\n(.*?)```").FindSubmatch(b)
-	require.NotNil(t, m, "%s has no ```c block", capiDoc)
-	return string(m[1])
+	ms := regexp.MustCompile("(?s)```c\n(.*?)```").FindAllSubmatch(b, -1)
+	require.NotEmpty(t, ms, "%s has no ```c block", capiDoc)
+	var sb strings.Builder
+	for _, m := range ms {
+		sb.Write(m[1])
+	}
+	return sb.String()
 }
 
 var (
@@ -45,6 +54,7 @@ var (
 	prototype = regexp.MustCompile(`(?:extern\s+)?int32_t\s+(sk_\w+)\s*\(([^)]*)\)\s*;`)
 	errStruct = regexp.MustCompile(`typedef\s+struct\s*\{([^}]*)\}\s*sk_error\s*;`)
 	codeEnum  = regexp.MustCompile(`enum\s*\{([^}]*SK_OK[^}]*)\}\s*;`)
+	flagEnum  = regexp.MustCompile(`enum\s*\{([^}]*SK_CUDA_HOST[^}]*)\}\s*;`)
 )
 
 func normalize(s string) string {
@@ -53,20 +63,47 @@ func normalize(s string) string {
 	return strings.TrimSpace(space.ReplaceAllString(s, " "))
 }
 
-// declarations returns the normalized prototypes (by name), sk_error and
-// the code enum of a C text.
-func declarations(t *testing.T, what, c string) (map[string]string, string, string) {
+// decls are the declarations of a C text, normalized: the prototypes by
+// name, sk_error's fields, the code enum and the CUDA flag enum.
+type decls struct {
+	protos       map[string]string
+	errStruct    string
+	codes, flags string
+}
+
+// declarations returns the declarations of a C text.
+func declarations(t *testing.T, what, c string) decls {
 	t.Helper()
 	c = comments.ReplaceAllString(c, " ")
-	protos := map[string]string{}
+	d := decls{protos: map[string]string{}}
 	for _, m := range prototype.FindAllStringSubmatch(c, -1) {
-		protos[m[1]] = normalize(m[2])
+		d.protos[m[1]] = normalize(m[2])
 	}
 	s := errStruct.FindStringSubmatch(c)
 	e := codeEnum.FindStringSubmatch(c)
+	f := flagEnum.FindStringSubmatch(c)
 	require.NotNil(t, s, "%s: no sk_error", what)
 	require.NotNil(t, e, "%s: no code enum", what)
-	return protos, normalize(s[1]), normalize(e[1])
+	require.NotNil(t, f, "%s: no SK_CUDA_ flag enum", what)
+	d.errStruct, d.codes, d.flags = normalize(s[1]), normalize(e[1]), normalize(f[1])
+	return d
+}
+
+// requireHeader checks that the header cgo generated next to so declares
+// exactly what docs/capi.md declares, and returns the page's C text.
+func requireHeader(t *testing.T, so string) string {
+	t.Helper()
+	gen, err := os.ReadFile(strings.TrimSuffix(so, ".so") + ".h")
+	require.NoError(t, err)
+	doc := docBlock(t)
+	g := declarations(t, "generated header", string(gen))
+	d := declarations(t, capiDoc, doc)
+	require.Len(t, d.protos, 25, "the functions of %s", capiDoc)
+	require.Equal(t, d.protos, g.protos, "exported prototypes (right) differ from %s's (left)", capiDoc)
+	require.Equal(t, d.errStruct, g.errStruct, "sk_error")
+	require.Equal(t, d.codes, g.codes, "error codes")
+	require.Equal(t, d.flags, g.flags, "SK_CUDA_ flags")
+	return doc
 }
 
 // TestEndToEnd builds the c-shared library, checks that the header Go
@@ -77,17 +114,8 @@ func TestEndToEnd(t *testing.T) {
 		t.Skip("builds the c-shared library (a minute when not cached)")
 	}
 	dir := t.TempDir()
-	so := buildLibrary(t, dir)
-
-	gen, err := os.ReadFile(strings.TrimSuffix(so, ".so") + ".h")
-	require.NoError(t, err)
-	doc := docBlock(t)
-	gp, gs, ge := declarations(t, "generated header", string(gen))
-	dp, ds, de := declarations(t, capiDoc, doc)
-	require.Len(t, dp, 18, "the functions of %s", capiDoc)
-	require.Equal(t, dp, gp, "exported prototypes (right) differ from %s's (left)", capiDoc)
-	require.Equal(t, ds, gs, "sk_error")
-	require.Equal(t, de, ge, "error codes")
+	so := buildLibrary(t, dir, "libscatterkit.so")
+	doc := requireHeader(t, so)
 
 	header := "#ifndef SK_CAPI_H\n#define SK_CAPI_H\n#include <stdint.h>\n" + doc + "#endif\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "capi.h"), []byte(header), 0o644))
@@ -104,4 +132,40 @@ func TestEndToEnd(t *testing.T) {
 	out, err = run.CombinedOutput()
 	require.NoError(t, err, "e2e: %s", out)
 	require.Equal(t, "ok\n", string(out))
+}
+
+// TestHeaderCUDA builds libscatterkit_cuda.so (the `cuda` tag) and checks
+// its header against docs/capi.md too: the same symbol set as the CPU
+// library. It needs CUDA's cuda.h and a libcuda to link (scripts/
+// gpu-build.sh runs it with the stub from scripts/cuda-headers.sh); where
+// cuda.h is not found it skips, and REQUIRE_CUDA_BUILD=1 makes that a
+// failure.
+func TestHeaderCUDA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the c-shared library with the cuda tag")
+	}
+	if !cudaHeaders() {
+		if os.Getenv("REQUIRE_CUDA_BUILD") == "1" {
+			t.Fatal("REQUIRE_CUDA_BUILD=1 but no cuda.h on CGO_CFLAGS' -I paths or the system's")
+		}
+		t.Skip("no cuda.h (CGO_CFLAGS -I, /usr/include, /usr/local/cuda/include): scripts/gpu-build.sh provides it")
+	}
+	so := buildLibrary(t, t.TempDir(), "libscatterkit_cuda.so", "cuda")
+	requireHeader(t, so)
+}
+
+// cudaHeaders reports whether cgo would find cuda.h.
+func cudaHeaders() bool {
+	dirs := []string{"/usr/include", "/usr/local/cuda/include"}
+	for _, f := range strings.Fields(os.Getenv("CGO_CFLAGS")) {
+		if d, ok := strings.CutPrefix(f, "-I"); ok && d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "cuda.h")); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/cudagather"
 	"github.com/scatterkit/scatterkit/engram"
 	"github.com/scatterkit/scatterkit/engram/snapshot"
 	"github.com/scatterkit/scatterkit/verbs/transports"
@@ -108,23 +109,26 @@ var invalid = [...]error{
 	engram.ErrConfig, engram.ErrRowsSize, engram.ErrBadLayer,
 	snapshot.ErrSourceSize, snapshot.ErrSpecMismatch, snapshot.ErrBadName, snapshot.ErrBadSpec,
 	transports.ErrUnknown,
+	cudagather.ErrInvalid,
 }
 
 // classify maps an error to its code, in this order: an *engram.IDError
-// (SK_EID); a closed store or handle (SK_ECLOSED); an unknown table
+// or a *cudagather.IDError (SK_EID); a closed store, handle or device
+// context (SK_ECLOSED); an unknown table
 // (SK_ENOTABLE); a populated table (SK_EEXIST); no buffer space
-// (SK_ENOMEM); what the store or platform cannot do, such as writing a
-// remote store (SK_ENOTSUP); a bad argument (SK_EINVAL); anything else,
+// (SK_ENOMEM); what the store, platform or build cannot do, such as
+// writing a remote store or CUDA in a library without it (SK_ENOTSUP); a bad argument (SK_EINVAL); anything else,
 // file, transport and driver failures and a table without rows included
 // (SK_EIO).
 func classify(err error) code {
 	var ide *engram.IDError
+	var gide *cudagather.IDError
 	switch {
 	case err == nil:
 		return codeOK
-	case errors.As(err, &ide):
+	case errors.As(err, &ide), errors.As(err, &gide):
 		return codeID
-	case errors.Is(err, errHandle), errors.Is(err, engram.ErrClosed):
+	case errors.Is(err, errHandle), errors.Is(err, engram.ErrClosed), errors.Is(err, cudagather.ErrClosed):
 		return codeClosed
 	case errors.Is(err, engram.ErrUnknownTable):
 		return codeNoTable
@@ -134,7 +138,8 @@ func classify(err error) code {
 		errors.Is(err, errNoMemory), errors.Is(err, errTooMany):
 		return codeNoMem
 	case errors.Is(err, engram.ErrReadOnly), errors.Is(err, errNotSupported),
-		errors.Is(err, bufferpool.ErrNotSupported), errors.Is(err, snapshot.ErrNotSupported):
+		errors.Is(err, bufferpool.ErrNotSupported), errors.Is(err, snapshot.ErrNotSupported),
+		errors.Is(err, cudagather.ErrNotSupported):
 		return codeNotSup
 	}
 	for _, s := range invalid {
@@ -158,13 +163,16 @@ type cError struct {
 }
 
 // set fills e for err (not nil) and returns err's code: t, k and id are
-// the bad id's position and value for SK_EID, else -1; the message is
+// the bad id's position and value for SK_EID, else -1 (a device lookup's
+// bad id, reported by sk_cuda_status, has its position only: id is -1); the message is
 // err's, cut at a UTF-8 boundary to fit with its NUL.
 func (e *cError) set(err error) code {
 	c := classify(err)
 	e.Code, e.T, e.K, e.ID = int32(c), -1, -1, -1
 	if ide := (*engram.IDError)(nil); errors.As(err, &ide) {
 		e.T, e.K, e.ID = int64(ide.T), int64(ide.K), ide.ID
+	} else if gide := (*cudagather.IDError)(nil); errors.As(err, &gide) {
+		e.T, e.K = int64(gide.T), int64(gide.K)
 	}
 	msg := err.Error()
 	if len(msg) > msgLen-1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/cudagather"
 	"github.com/scatterkit/scatterkit/engram"
 	"github.com/scatterkit/scatterkit/engram/snapshot"
 	"github.com/scatterkit/scatterkit/verbs/transports"
@@ -48,6 +49,14 @@ func TestClassify(t *testing.T) {
 		{&PanicError{Value: "boom"}, codeIO},
 		{io.ErrUnexpectedEOF, codeIO},
 		{errAborted, codeIO},
+		{fmt.Errorf("status: %w", &cudagather.IDError{T: 1, K: 2}), codeID},
+		{cudagather.ErrClosed, codeClosed},
+		{&HandleError{Handle: 7, Want: kindDevice}, codeClosed},
+		{cudagather.ErrNotSupported, codeNotSup},
+		{errNoCUDA, codeNotSup},
+		{&cudagather.ArgError{Field: "Out", Reason: "rows reach past"}, codeInval},
+		{&cudagather.DriverError{Call: "cuLaunchKernel", Code: 700, Msg: "CUDA_ERROR_ILLEGAL_ADDRESS"}, codeIO},
+		{fmt.Errorf("%w: 1 tables", cudagather.ErrBusy), codeIO},
 	} {
 		t.Run(fmt.Sprint(tc.err), func(t *testing.T) {
 			require.Equal(t, tc.want, classify(tc.err))
@@ -62,6 +71,12 @@ func TestErrorSet(t *testing.T) {
 		require.Equal(t, codeID, e.set(err))
 		require.Equal(t, [4]int64{int64(codeID), 3, 4, -7}, [4]int64{int64(e.Code), e.T, e.K, e.ID})
 		require.Equal(t, err.Error(), cstring(e.Msg[:]))
+	})
+	t.Run("device id", func(t *testing.T) {
+		e := cError{ID: 5}
+		err := fmt.Errorf("x: %w", &cudagather.IDError{T: 3, K: 4})
+		require.Equal(t, codeID, e.set(err))
+		require.Equal(t, [4]int64{int64(codeID), 3, 4, -1}, [4]int64{int64(e.Code), e.T, e.K, e.ID})
 	})
 	t.Run("other", func(t *testing.T) {
 		e := cError{T: 5, K: 5, ID: 5}

@@ -21,6 +21,11 @@ enum {
 	SK_ENOMEM   = -7,
 	SK_ENOTSUP  = -8,
 };
+
+enum {
+	SK_CUDA_HOST   = 1,
+	SK_CUDA_STRICT = 2,
+};
 */
 import "C"
 
@@ -71,6 +76,10 @@ const (
 	_ = uint8(codeNoMem - code(C.SK_ENOMEM))
 	_ = uint8(code(C.SK_ENOTSUP) - codeNotSup)
 	_ = uint8(codeNotSup - code(C.SK_ENOTSUP))
+	_ = uint8(int32(C.SK_CUDA_HOST) - cudaHost)
+	_ = uint8(cudaHost - int32(C.SK_CUDA_HOST))
+	_ = uint8(int32(C.SK_CUDA_STRICT) - cudaStrict)
+	_ = uint8(cudaStrict - int32(C.SK_CUDA_STRICT))
 )
 
 // ret is every export's return: 0, or err's code with *e filled when e
@@ -270,6 +279,77 @@ func sk_bench_lookup(store C.uint64_t, cols C.uint64_t, t C.int64_t, k C.int32_t
 		offsets: unsafe.Pointer(offsets)}
 	return ret(err, protect(func() error {
 		d, e := benchLookup(&a, int64(n))
+		if e == nil && ns != nil {
+			*ns = C.int64_t(d.Nanoseconds())
+		}
+		return e
+	}))
+}
+
+//export sk_cuda_available
+func sk_cuda_available(devices *C.int32_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		if devices == nil {
+			return badArg("devices", "NULL")
+		}
+		n, e := cudaAvailable()
+		*devices = C.int32_t(n)
+		return e
+	}))
+}
+
+//export sk_cuda_attach
+func sk_cuda_attach(store C.uint64_t, device C.int32_t, flags C.int32_t, dev *C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		if dev == nil {
+			return badArg("dev", "NULL")
+		}
+		h, e := attach(uint64(store), int32(device), int32(flags))
+		if e == nil {
+			*dev = C.uint64_t(h)
+		}
+		return e
+	}))
+}
+
+//export sk_cuda_detach
+func sk_cuda_detach(dev C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return detach(uint64(dev)) }))
+}
+
+//export sk_cuda_warmup
+func sk_cuda_warmup(dev C.uint64_t, stream C.uint64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return warmup(uint64(dev), uint64(stream)) }))
+}
+
+//export sk_cuda_lookup
+func sk_cuda_lookup(dev C.uint64_t, cols C.uint64_t, stream C.uint64_t, t C.int64_t, k C.int32_t,
+	ids C.uint64_t, id_bits C.int32_t,
+	out C.uint64_t, out_len C.int64_t, off C.int64_t,
+	tstride C.int64_t, kstride C.int64_t,
+	offsets *C.int64_t, err *C.sk_error) C.int32_t {
+	a := deviceLookupArgs{dev: uint64(dev), cols: uint64(cols), stream: uint64(stream), t: int64(t), k: int32(k),
+		ids: uint64(ids), idBits: int32(id_bits), out: uint64(out), outLen: int64(out_len), off: int64(off),
+		tStride: int64(tstride), kStride: int64(kstride), offsets: unsafe.Pointer(offsets)}
+	return ret(err, protect(func() error { return deviceLookup(&a) }))
+}
+
+//export sk_cuda_status
+func sk_cuda_status(dev C.uint64_t, stream C.uint64_t, k C.int32_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error { return status(uint64(dev), uint64(stream), int32(k)) }))
+}
+
+//export sk_cuda_bench_graph
+func sk_cuda_bench_graph(dev C.uint64_t, cols C.uint64_t, stream C.uint64_t, t C.int64_t, k C.int32_t,
+	ids C.uint64_t, id_bits C.int32_t,
+	out C.uint64_t, out_len C.int64_t, off C.int64_t,
+	tstride C.int64_t, kstride C.int64_t,
+	offsets *C.int64_t, n C.int64_t, ns *C.int64_t, err *C.sk_error) C.int32_t {
+	a := deviceLookupArgs{dev: uint64(dev), cols: uint64(cols), stream: uint64(stream), t: int64(t), k: int32(k),
+		ids: uint64(ids), idBits: int32(id_bits), out: uint64(out), outLen: int64(out_len), off: int64(off),
+		tStride: int64(tstride), kStride: int64(kstride), offsets: unsafe.Pointer(offsets)}
+	return ret(err, protect(func() error {
+		d, e := benchGraph(&a, int64(n))
 		if e == nil && ns != nil {
 			*ns = C.int64_t(d.Nanoseconds())
 		}

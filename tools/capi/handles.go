@@ -16,6 +16,7 @@ const (
 	kindWriter
 	kindBuffer
 	kindServer
+	kindDevice
 )
 
 func (k kind) String() string {
@@ -30,6 +31,8 @@ func (k kind) String() string {
 		return "buffer"
 	case kindServer:
 		return "server"
+	case kindDevice:
+		return "device"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

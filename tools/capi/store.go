@@ -17,10 +17,11 @@ var (
 	writers = newHandles[writerObj](kindWriter)
 	buffers = newHandles[bufferObj](kindBuffer)
 	servers = newHandles[serverObj](kindServer)
+	devices = newHandles[deviceObj](kindDevice)
 )
 
 // storeObj is an open store and what was made from it: sk_close frees
-// every columns, writer, buffer and server handle of the store.
+// every columns, writer, buffer, server and device handle of the store.
 type storeObj struct {
 	s  *engram.Store
 	tr verbs.Transport // a remote store's transport, closed after the store
@@ -31,6 +32,7 @@ type storeObj struct {
 	writers map[uint64]*writerObj
 	buffers map[uint64]*bufferObj
 	servers map[uint64]*serverObj
+	devices map[uint64]*deviceObj
 }
 
 // getStore resolves a store handle.
@@ -74,6 +76,7 @@ func colsOf(st *storeObj) map[uint64]*columnsObj   { return st.cols }
 func writersOf(st *storeObj) map[uint64]*writerObj { return st.writers }
 func buffersOf(st *storeObj) map[uint64]*bufferObj { return st.buffers }
 func serversOf(st *storeObj) map[uint64]*serverObj { return st.servers }
+func devicesOf(st *storeObj) map[uint64]*deviceObj { return st.devices }
 
 // open is sk_open.
 func open(configJSON []byte) (uint64, error) {
@@ -82,7 +85,7 @@ func open(configJSON []byte) (uint64, error) {
 		return 0, err
 	}
 	st := &storeObj{cols: map[uint64]*columnsObj{}, writers: map[uint64]*writerObj{},
-		buffers: map[uint64]*bufferObj{}, servers: map[uint64]*serverObj{}}
+		buffers: map[uint64]*bufferObj{}, servers: map[uint64]*serverObj{}, devices: map[uint64]*deviceObj{}}
 	if rc != nil {
 		tr, err := transports.New(rc.Transport, transports.Config{})
 		if err != nil {
@@ -118,22 +121,28 @@ func closeStore(h uint64) error {
 }
 
 // release closes everything of st in an order that keeps every memory
-// access valid: populate streams are aborted (nothing published) and
-// servers closed with their transports; a remote store's buffers are
+// access valid: populate streams are aborted (nothing published), device
+// attachments detached (the device's pending work first, then the tables'
+// unmapping, while the snapshots are still mapped) and servers closed
+// with their transports; a remote store's buffers are
 // released before the store closes (it refuses to close with leases out),
 // a local store's unmapped after (its close waits for lookups that may be
 // writing them); then the remote transport closes and the columns go.
 func (st *storeObj) release() error {
 	st.mu.Lock()
 	st.closed = true
-	cols, ws, bs, svs := st.cols, st.writers, st.buffers, st.servers
-	st.cols, st.writers, st.buffers, st.servers = nil, nil, nil, nil
+	cols, ws, bs, svs, ds := st.cols, st.writers, st.buffers, st.servers, st.devices
+	st.cols, st.writers, st.buffers, st.servers, st.devices = nil, nil, nil, nil, nil
 	st.mu.Unlock()
 
 	var errs []error
 	for h, w := range ws {
 		writers.take(h)
 		w.abort()
+	}
+	for h, d := range ds {
+		devices.take(h)
+		errs = append(errs, d.release())
 	}
 	for h, sv := range svs {
 		servers.take(h)

@@ -202,6 +202,19 @@ int main(int argc, char **argv) {
 	EXPECT(SK_OK, sk_server_close(srv, &err));
 	EXPECT(SK_ECLOSED, sk_server_close(srv, &err));
 
+	/* The CUDA calls of a library without CUDA: 0 devices, SK_ENOTSUP. */
+	int32_t devices = -1;
+	uint64_t dev = 0;
+	EXPECT(SK_OK, sk_cuda_available(&devices, &err));
+	CHECK(devices == 0, "sk_cuda_available: %d devices", devices);
+	EXPECT(SK_ENOTSUP, sk_cuda_attach(store, 0, SK_CUDA_HOST | SK_CUDA_STRICT, &dev, &err));
+	CHECK(dev == 0, "sk_cuda_attach wrote a handle");
+	EXPECT(SK_ENOTSUP, sk_cuda_lookup(dev, cols, 0, T, K, 0, 32, 0, 0, 0, K * R, R, NULL, &err));
+	EXPECT(SK_ENOTSUP, sk_cuda_warmup(dev, 0, &err));
+	EXPECT(SK_ENOTSUP, sk_cuda_status(dev, 0, K, &err));
+	EXPECT(SK_ENOTSUP, sk_cuda_bench_graph(dev, cols, 1, T, K, 0, 32, 0, 0, 0, K * R, R, NULL, 1, &ns, &err));
+	EXPECT(SK_ENOTSUP, sk_cuda_detach(dev, &err));
+
 	/* Remove, stale handles, close. */
 	EXPECT(SK_OK, sk_remove(store, "a", &err));
 	EXPECT(SK_EIO, sk_lookup(store, cols, T, K, ids32, 32, out, sizeof out, 0, K * R, R, NULL, &err));

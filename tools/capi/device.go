@@ -1,0 +1,415 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/scatterkit/scatterkit/cudagather"
+	"github.com/scatterkit/scatterkit/engram"
+)
+
+// sk_cuda_attach's flags (SK_CUDA_HOST, SK_CUDA_STRICT in docs/capi.md).
+const (
+	// cudaHost maps the snapshots zero-copy (registered host memory read
+	// over PCIe) instead of copying the tables into device memory.
+	cudaHost int32 = 1
+	// cudaStrict validates a lookup's ids first: with a bad id the lookup
+	// writes nothing (one more launch).
+	cudaStrict int32 = 2
+)
+
+// errNoCUDA is what every sk_cuda_* call but sk_cuda_available returns in
+// a library built without the `cuda` tag.
+var errNoCUDA = fmt.Errorf("%w: this library is built without CUDA (libscatterkit_cuda.so has it)", errNotSupported)
+
+// deviceObj is an attachment (sk_cuda_attach): a cudagather context on
+// one device and the store's populated tables mapped for it. The context
+// lives on cudagather's own locked OS thread (created, module loaded and
+// destroyed there); each call makes it current on the caller's thread for
+// its duration, and cudaCall puts the caller's context back.
+type deviceObj struct {
+	st      *storeObj
+	ordinal int
+	flags   int32
+	ctx     *cudagather.Context
+	dt      *engram.DeviceTables
+
+	// mu: lookups, warmups and status reads hold it shared, release
+	// exclusively, so the context is never closed under a call.
+	mu     sync.RWMutex
+	closed bool
+}
+
+// gatherDevice is the context as the store's engram.Device, strict when
+// the attachment asked for it (engram's DeviceTables.Lookup itself asks
+// for plain lookups).
+type gatherDevice struct {
+	*cudagather.Context
+	strict bool
+}
+
+// LookupTables forwards to the context, strict when either side says so.
+func (g gatherDevice) LookupTables(stream uintptr, tables []uint64, ids uintptr, ids64 bool, t, k int,
+	out uintptr, outBytes, off, tStride, kStride int64, offsets []int64, strict bool) error {
+	return g.Context.LookupTables(stream, tables, ids, ids64, t, k, out, outBytes, off, tStride, kStride, offsets,
+		strict || g.strict)
+}
+
+var _ engram.Device = gatherDevice{}
+
+// cudaCall runs f on one locked OS thread and restores that thread's
+// current CUDA context afterwards: cudagather makes its device's primary
+// context current on the calling thread, and the caller (torch, say) may
+// have another device's current there.
+func cudaCall(f func() error) error {
+	if !cudagather.Supported {
+		return errNoCUDA
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c := currentContext()
+	defer setContext(c)
+	return f()
+}
+
+// cudaAvailable is sk_cuda_available: the number of CUDA devices, 0 in a
+// library without CUDA.
+func cudaAvailable() (int, error) {
+	if !cudagather.Supported {
+		return 0, nil
+	}
+	return deviceCount()
+}
+
+// getDevice resolves a device handle.
+func getDevice(h uint64) (*deviceObj, error) {
+	if !cudagather.Supported {
+		return nil, errNoCUDA
+	}
+	d := devices.get(h)
+	if d == nil {
+		return nil, &HandleError{Handle: h, Want: kindDevice}
+	}
+	return d, nil
+}
+
+// enter takes d shared for one call; false once d is released.
+func (d *deviceObj) enter() bool {
+	d.mu.RLock()
+	if d.closed {
+		d.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+// attachMu serializes attaches, so that the one-host-attachment check and
+// the adoption of the new attachment are one step.
+var attachMu sync.Mutex
+
+// attach is sk_cuda_attach: a context on device ordinal, warmed up (on a
+// stream of its own, so that no lookup has a one-time step left), and the
+// store's populated tables mapped for it.
+func attach(store uint64, ordinal, flags int32) (uint64, error) {
+	var h uint64
+	err := cudaCall(func() error {
+		attachMu.Lock()
+		defer attachMu.Unlock()
+		st, err := getStore(store)
+		if err != nil {
+			return err
+		}
+		if flags&^(cudaHost|cudaStrict) != 0 {
+			return badArg("flags", "%#x: unknown bits (SK_CUDA_HOST %d, SK_CUDA_STRICT %d)", flags, cudaHost, cudaStrict)
+		}
+		if st.tr != nil {
+			return badArg("store", "a remote store: device lookups read a local store's snapshots")
+		}
+		n, err := deviceCount()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: no CUDA device", errNotSupported)
+		}
+		if ordinal < 0 || int(ordinal) >= n {
+			return badArg("device", "%d: the driver has %d devices", ordinal, n)
+		}
+		if flags&cudaHost != 0 && st.hostAttached() {
+			return badArg("flags", "SK_CUDA_HOST: the store already has a host attachment (a snapshot is registered with the driver once per process)")
+		}
+		ctx, err := cudagather.NewContext(int(ordinal))
+		if err != nil {
+			return err
+		}
+		d := &deviceObj{st: st, ordinal: int(ordinal), flags: flags, ctx: ctx}
+		if err := warmupContext(ctx); err != nil {
+			return errors.Join(err, ctx.Close())
+		}
+		dev := gatherDevice{Context: ctx, strict: flags&cudaStrict != 0}
+		if d.dt, err = st.s.AttachDevice(dev, engram.DeviceOptions{Host: flags&cudaHost != 0}); err != nil {
+			return errors.Join(err, ctx.Close())
+		}
+		if h, err = adopt(st, devices, d, devicesOf); err != nil {
+			return errors.Join(err, d.release())
+		}
+		return nil
+	})
+	return h, err
+}
+
+// hostAttached reports whether st has an attachment with SK_CUDA_HOST.
+func (st *storeObj) hostAttached() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, d := range st.devices {
+		if d.flags&cudaHost != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// warmupContext runs the context's warmup on a stream of its own (not the
+// legacy default stream, which would wait on the process's other blocking
+// streams).
+func warmupContext(ctx *cudagather.Context) error {
+	s, err := ctx.NewStream()
+	if err != nil {
+		return err
+	}
+	return errors.Join(ctx.Warmup(s), ctx.DestroyStream(s))
+}
+
+// release detaches d: no call of d runs past this point, the device's
+// pending work is waited for, the tables are unmapped and the context
+// closed.
+func (d *deviceObj) release() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	return cudaCall(func() error {
+		err := syncDevice(d.ordinal)
+		if d.dt != nil {
+			err = errors.Join(err, d.dt.Close())
+		}
+		return errors.Join(err, d.ctx.Close())
+	})
+}
+
+// detach is sk_cuda_detach.
+func detach(h uint64) error {
+	if !cudagather.Supported {
+		return errNoCUDA
+	}
+	d := devices.take(h)
+	if d == nil {
+		return &HandleError{Handle: h, Want: kindDevice}
+	}
+	if !disown(d.st, devicesOf, h) {
+		return nil // the store's close has it
+	}
+	return d.release()
+}
+
+// warmup is sk_cuda_warmup: cudagather's Warmup on stream (every kernel
+// launched once, lazy module loading done) and the stream synchronized.
+func warmup(h uint64, stream uint64) error {
+	d, err := getDevice(h)
+	if err != nil {
+		return err
+	}
+	if !d.enter() {
+		return &HandleError{Handle: h, Want: kindDevice}
+	}
+	defer d.mu.RUnlock()
+	return cudaCall(func() error { return d.ctx.Warmup(cudagather.Stream(stream)) })
+}
+
+// status is sk_cuda_status: stream synchronized, then the first bad id
+// any lookup of the attachment met since the last status read (a
+// *cudagather.IDError, its flat index decoded with k), cleared.
+func status(h uint64, stream uint64, k int32) error {
+	d, err := getDevice(h)
+	if err != nil {
+		return err
+	}
+	if k < 1 || k > cudagather.MaxColumns {
+		return badArg("k", "%d: want 1 to %d", k, cudagather.MaxColumns)
+	}
+	if !d.enter() {
+		return &HandleError{Handle: h, Want: kindDevice}
+	}
+	defer d.mu.RUnlock()
+	return cudaCall(func() error { return d.ctx.Status(cudagather.Stream(stream), int(k)) })
+}
+
+// deviceLookupArgs are sk_cuda_lookup's arguments as C passes them: ids
+// and out are device addresses, offsets host memory.
+type deviceLookupArgs struct {
+	dev, cols, stream             uint64
+	t                             int64
+	k                             int32
+	ids                           uint64
+	idBits                        int32
+	out                           uint64
+	outLen, off, tStride, kStride int64
+	offsets                       unsafe.Pointer
+}
+
+// check is what the ABI checks itself, before any handle is resolved:
+// the shape, the id width and alignment (a misaligned id faults the
+// device, which poisons the context for the whole process), device
+// ranges that wrap the address space, and the host offsets. The output's
+// bounds, strides and overlap are cudagather's to check.
+func (a *deviceLookupArgs) check() error {
+	k := int64(a.k)
+	switch {
+	case a.t < 0:
+		return badArg("t", "%d: negative", a.t)
+	case k < 0 || k > cudagather.MaxColumns:
+		return badArg("k", "%d: want 0 to %d columns", k, cudagather.MaxColumns)
+	case k > 0 && a.t > math.MaxInt64/k:
+		return badArg("t", "%d x k %d ids: overflows", a.t, k)
+	case a.idBits != 32 && a.idBits != 64:
+		return badArg("id_bits", "%d: want 32 or 64", a.idBits)
+	case a.outLen < 0:
+		return badArg("out_len", "%d: negative", a.outLen)
+	}
+	n := a.t * k
+	size := uint64(a.idBits / 8)
+	if n > 0 {
+		switch {
+		case a.ids == 0:
+			return badArg("ids", "NULL for %d ids", n)
+		case a.ids%size != 0:
+			return badArg("ids", "device address %#x not aligned to %d bytes", a.ids, size)
+		case uint64(n) > math.MaxUint64/size || a.ids+uint64(n)*size-1 < a.ids:
+			return badArg("ids", "%d ids at %#x: past the end of the address space", n, a.ids)
+		case a.out == 0:
+			return badArg("out", "NULL")
+		case a.outLen > 0 && a.out+uint64(a.outLen)-1 < a.out:
+			return badArg("out", "%d bytes at %#x: past the end of the address space", a.outLen, a.out)
+		}
+	}
+	if a.offsets != nil {
+		if err := span("offsets", a.offsets, k, 8); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// preparedDeviceLookup is a checked device lookup with its handles
+// resolved; d is held shared until done.
+type preparedDeviceLookup struct {
+	d     *deviceObj
+	names []string
+	a     *deviceLookupArgs
+	opts  engram.LookupOptions
+}
+
+// prepare checks a, resolves its handles and takes the attachment shared
+// (done releases it).
+func (a *deviceLookupArgs) prepare(pl *preparedDeviceLookup) error {
+	d, err := getDevice(a.dev)
+	if err != nil {
+		return err
+	}
+	if err := a.check(); err != nil {
+		return err
+	}
+	c := columns.get(a.cols)
+	if c == nil {
+		return &HandleError{Handle: a.cols, Want: kindColumns}
+	}
+	if c.st != d.st {
+		return badArg("cols", "a column set of another store")
+	}
+	if len(c.names) != int(a.k) {
+		return badArg("k", "%d, but the column set has %d names", a.k, len(c.names))
+	}
+	if !d.enter() {
+		return &HandleError{Handle: a.dev, Want: kindDevice}
+	}
+	pl.d, pl.names, pl.a = d, c.names, a
+	pl.opts.Offsets = nil
+	if a.offsets != nil {
+		pl.opts.Offsets = unsafe.Slice((*int64)(a.offsets), a.k)
+	}
+	return nil
+}
+
+func (pl *preparedDeviceLookup) done() { pl.d.mu.RUnlock() }
+
+// run enqueues the lookup on stream; it returns before the kernel runs.
+func (pl *preparedDeviceLookup) run(stream uint64) error {
+	a := pl.a
+	return pl.d.dt.Lookup(uintptr(stream), pl.names, uintptr(a.ids), a.idBits == 64, int(a.t), int(a.k),
+		uintptr(a.out), a.outLen, a.off, a.tStride, a.kStride, &pl.opts)
+}
+
+// deviceLookup is sk_cuda_lookup.
+func deviceLookup(a *deviceLookupArgs) error {
+	return cudaCall(func() error {
+		var pl preparedDeviceLookup
+		if err := a.prepare(&pl); err != nil {
+			return err
+		}
+		defer pl.done()
+		return pl.run(a.stream)
+	})
+}
+
+// benchGraph is sk_cuda_bench_graph: the lookup captured into a graph on
+// stream (not the legacy default stream, which cannot be captured),
+// replayed once, then n times; it returns the time of the n replays and
+// the stream's synchronization after them.
+func benchGraph(a *deviceLookupArgs, n int64) (time.Duration, error) {
+	var d time.Duration
+	err := cudaCall(func() (err error) {
+		if n < 1 {
+			return badArg("n", "%d: want at least 1", n)
+		}
+		if a.stream == 0 {
+			return badArg("stream", "0: the legacy default stream cannot be captured")
+		}
+		var pl preparedDeviceLookup
+		if err := a.prepare(&pl); err != nil {
+			return err
+		}
+		defer pl.done()
+		ctx, s := pl.d.ctx, cudagather.Stream(a.stream)
+		g, err := ctx.Capture(s, func() error { return pl.run(a.stream) })
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, ctx.Sync(s), g.Close()) }()
+		if err := g.Launch(s); err != nil {
+			return err
+		}
+		if err := ctx.Sync(s); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		for range n {
+			if err := g.Launch(s); err != nil {
+				return err
+			}
+		}
+		if err := ctx.Sync(s); err != nil {
+			return err
+		}
+		d = time.Since(t0)
+		return nil
+	})
+	return d, err
+}
