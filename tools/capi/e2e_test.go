@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,9 +36,17 @@ func buildLibrary(t *testing.T, dir, so string, tags ...string) string {
 }
 
 // docBlock returns the ```c blocks of docs/capi.md, in order, as one text.
+// The page is the repository's: a copy of the tools module alone (a user's
+// `go get`, scripts/check-modules.sh) has none, and these tests skip there;
+// in the repository (go.work two levels up) a missing page fails.
 func docBlock(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(capiDoc)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, werr := os.Stat("../../go.work"); errors.Is(werr, fs.ErrNotExist) {
+			t.Skipf("%s is not here (the tools module outside its repository): the header checks run in the repository", capiDoc)
+		}
+	}
 	require.NoError(t, err)
 	ms := regexp.MustCompile("(?s)```c\n(.*?)```").FindAllSubmatch(b, -1)
 	require.NotEmpty(t, ms, "%s has no ```c block", capiDoc)
