@@ -22,6 +22,16 @@ enum {
 	SK_ENOTSUP  = -8,
 };
 
+typedef struct {
+	uint64_t       store, cols;
+	int64_t        t;
+	int32_t        k, id_bits;
+	const void    *ids;
+	void          *out_base;
+	int64_t        out_len, off, tstride, kstride;
+	const int64_t *offsets;
+} sk_lookup_args;
+
 enum {
 	SK_CUDA_HOST   = 1,
 	SK_CUDA_STRICT = 2,
@@ -266,6 +276,17 @@ func sk_serve(store C.uint64_t, transport *C.char, addr *C.char,
 //export sk_server_close
 func sk_server_close(server C.uint64_t, err *C.sk_error) C.int32_t {
 	return ret(err, protect(func() error { return closeServer(uint64(server)) }))
+}
+
+//export sk_lookupv
+func sk_lookupv(args *C.sk_lookup_args, err *C.sk_error) C.int32_t {
+	if args == nil {
+		return ret(err, badArg("args", "NULL"))
+	}
+	la := lookupArgs{store: uint64(args.store), cols: uint64(args.cols), t: int64(args.t), k: int32(args.k), ids: unsafe.Pointer(args.ids),
+		idBits: int32(args.id_bits), out: args.out_base, outLen: int64(args.out_len), off: int64(args.off), tStride: int64(args.tstride),
+		kStride: int64(args.kstride), offsets: unsafe.Pointer(args.offsets)}
+	return ret(err, protect(func() error { return lookup(&la) }))
 }
 
 //export sk_bench_lookup

@@ -146,6 +146,17 @@ int main(int argc, char **argv) {
 	EXPECT(SK_OK, sk_lookup(store, cols, T, K, gids, 64, out, sizeof out, 0, R, T * R, offsets, &err));
 	check_rows(out, T, K, gids, tables, offsets, R, T * R, "head-major");
 
+	/* The same through sk_lookupv (one struct of arguments). */
+	memset(out, 0xA5, sizeof out);
+	sk_lookup_args la = {.store = store, .cols = cols, .t = T, .k = K, .id_bits = 64, .ids = gids,
+	                     .out_base = out, .out_len = sizeof out, .off = 0, .tstride = R, .kstride = T * R,
+	                     .offsets = offsets};
+	EXPECT(SK_OK, sk_lookupv(&la, &err));
+	check_rows(out, T, K, gids, tables, offsets, R, T * R, "head-major, sk_lookupv");
+	la.out_len = sizeof out - 1;
+	EXPECT(SK_EINVAL, sk_lookupv(&la, &err));
+	EXPECT(SK_EINVAL, sk_lookupv(NULL, &err));
+
 	/* A bad id: SK_EID at its position, nothing written. */
 	memcpy(saved, out, sizeof out);
 	gids[2 * K + 2] = 5000 + NB;

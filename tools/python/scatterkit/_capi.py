@@ -50,6 +50,26 @@ class sk_error(ctypes.Structure):
     ]
 
 
+class sk_lookup_args(ctypes.Structure):
+    """sk_lookupv's arguments (docs/capi.md): filled once per cached call,
+    so a repeated lookup passes two pointers instead of thirteen values."""
+
+    _fields_ = [
+        ("store", ctypes.c_uint64),
+        ("cols", ctypes.c_uint64),
+        ("t", ctypes.c_int64),
+        ("k", ctypes.c_int32),
+        ("id_bits", ctypes.c_int32),
+        ("ids", ctypes.c_void_p),
+        ("out_base", ctypes.c_void_p),
+        ("out_len", ctypes.c_int64),
+        ("off", ctypes.c_int64),
+        ("tstride", ctypes.c_int64),
+        ("kstride", ctypes.c_int64),
+        ("offsets", ctypes.c_void_p),
+    ]
+
+
 # ---- exceptions ---------------------------------------------------------
 #
 # Each is the built-in class a caller expects (docs/python.md has the
@@ -134,6 +154,7 @@ _SIGNATURES = {
     "sk_columns": (i32, [u64, cp, i32, P(u64), P(sk_error)]),
     "sk_columns_free": (i32, [u64]),
     "sk_lookup": (i32, [u64, u64, i64, i32, vp, i32, vp, i64, i64, i64, i64, vp, P(sk_error)]),
+    "sk_lookupv": (i32, [P(sk_lookup_args), P(sk_error)]),
     "sk_buffer_new": (i32, [u64, i64, P(u64), P(vp), P(sk_error)]),
     "sk_buffer_free": (i32, [u64]),
     "sk_serve": (i32, [u64, cp, cp, cp, i32, P(u64), P(sk_error)]),
@@ -147,7 +168,8 @@ _SIGNATURES = {
 
 class Lib:
     """The loaded library: one attribute per export, with argtypes set,
-    plus ``lookup_raw`` (sk_lookup without argtypes, for the hot path)."""
+    plus ``lookup_raw`` and ``lookupv_raw`` (sk_lookup and sk_lookupv
+    without argtypes, for the hot path)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -159,6 +181,9 @@ class Lib:
         raw = self.dll["sk_lookup"]  # a new function object, argtypes unset
         raw.restype = i32
         self.lookup_raw = raw
+        rawv = self.dll["sk_lookupv"]  # likewise: two pointers per call
+        rawv.restype = i32
+        self.lookupv_raw = rawv
         v = self.abi_version()
         if v != ABI_VERSION:
             raise ImportError(f"scatterkit: {path} has C ABI version {v}, this package needs {ABI_VERSION}")

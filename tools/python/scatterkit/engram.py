@@ -428,6 +428,7 @@ class EngramStore:
         self._native = _Native(lib, h.value)
         self._hc = _u64(h.value)
         self._raw_lookup = lib.lookup_raw
+        self._raw_lookupv = lib.lookupv_raw
         self._open = True
         self._alive[0] = True
         self.lookup = self._bind_lookup()
@@ -570,7 +571,7 @@ class EngramStore:
         and the per-call budget is about a microsecond (issue 16: <= 2 us
         above the Go call, a ctypes call of 13 values takes half of it).
         The slow path goes through a weak reference (no cycle)."""
-        tls, raw, alive, nd, error = self._tls, self._raw_lookup, self._alive, _ndarray, _capi.error
+        tls, raw, alive, nd, error = self._tls, self._raw_lookupv, self._alive, _ndarray, _capi.error
         ref = weakref.ref(self)
 
         def lookup(table_ids, ids, output, *, offsets=None, stream=None):
@@ -655,7 +656,12 @@ class EngramStore:
         if err_ref is None:
             tls.err = sk_error()
             err_ref = tls.err_ref = ctypes.byref(tls.err)
-        args = (self._hc, cols.handle, oc[7], k, _vp(ip), bits) + oc[4] + (offs, err_ref)
+        o = oc[4]
+        la = _capi.sk_lookup_args(
+            self._hc.value, cols.handle.value, t, k, bits, ip, o[0].value, o[1].value, o[2].value, o[3].value, o[4].value,
+            None if offs is None else offs.value,
+        )
+        args = (ctypes.byref(la), err_ref)  # byref keeps la alive
         # The hot path's cache: immutable names and offsets only (a list
         # may change between calls; an array's values are read per call).
         if type(table_ids) is tuple and (offsets is None or isinstance(offsets, (tuple, _ndarray))):
@@ -665,7 +671,7 @@ class EngramStore:
                 fi = _arrays.fingerprinter(ids)
                 fp = fi(ids)
             tls.last = (table_ids, ids, output, offsets, fp, oc[2], args, tls.err, (ikeep, okeep), fi, oc[1])
-        rc = self._raw_lookup(*args)
+        rc = self._raw_lookupv(*args)
         if rc:
             raise _capi.error(rc, tls.err)
         return None
