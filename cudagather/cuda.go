@@ -690,7 +690,10 @@ func (c *Context) launchOrdered(name, plain, suffix string, p *plan, blocks int6
 	scratch := 4 * (2*orderBuckets + p.n)
 	r := C.sk_launch_ordered(c.ctx, c.pool, cstream(s), fs[0], fs[1], fs[2], fs[3], fs[4], C.uint(gridN), C.uint(gridG),
 		unsafe.Pointer(&p.args[0]), C.size_t(p.size), argsOrder, C.size_t(scratch), orderBuckets)
-	return driverErr("ordered lookup "+name, r)
+	if r != C.CUDA_SUCCESS { // the call's name is built only for an error (a lookup allocates nothing)
+		return driverErr("ordered lookup "+name, r)
+	}
+	return nil
 }
 
 // launch launches kernel name with p's parameters: blocks of 256 threads,
@@ -703,7 +706,10 @@ func (c *Context) launch(name string, p *plan, blocks int64, s Stream) error {
 	}
 	blocks = max(1, min(blocks, int64(c.sms)*int64(c.occ[name])))
 	r := C.sk_launch(c.ctx, f, C.uint(blocks), 256, cstream(s), unsafe.Pointer(&p.args[0]), C.size_t(p.size))
-	return driverErr("cuLaunchKernel "+name, r)
+	if r != C.CUDA_SUCCESS { // the call's name is built only for an error (a lookup allocates nothing)
+		return driverErr("cuLaunchKernel "+name, r)
+	}
+	return nil
 }
 
 // launchParams is launchRaw through kernelParams; setctx 0 skips
