@@ -26,8 +26,10 @@
 // the rows are in place when the stream reaches that point, and ordinary
 // stream order and events order it with the caller's other work on the
 // stream (a Stream is a raw CUstream handle, so a framework's stream can be
-// passed in). A lookup from device tables is one kernel and allocates
-// nothing.
+// passed in). A lookup from device tables is one kernel; its Go side is
+// meant to allocate nothing (through engram's Device seam the C ABI's
+// device test still counted allocations per lookup on the H200, being
+// removed: docs/capi.md, sk_cuda_lookup).
 //
 // # Ordered lookups from host tables
 //
