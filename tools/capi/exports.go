@@ -216,15 +216,22 @@ func sk_columns_free(cols C.uint64_t) C.int32_t {
 	return ret(nil, protect(func() error { return freeColumns(uint64(cols)) }))
 }
 
+// argsOf is a lookup's arguments as the Go side takes them, whichever
+// export (sk_lookup, sk_lookupv, sk_bench_lookup) received them.
+func argsOf(store, cols C.uint64_t, t C.int64_t, k C.int32_t, ids unsafe.Pointer, id_bits C.int32_t,
+	out_base unsafe.Pointer, out_len, off, tstride, kstride C.int64_t, offsets *C.int64_t) lookupArgs {
+	return lookupArgs{store: uint64(store), cols: uint64(cols), t: int64(t), k: int32(k), ids: ids, idBits: int32(id_bits),
+		out: out_base, outLen: int64(out_len), off: int64(off), tStride: int64(tstride), kStride: int64(kstride),
+		offsets: unsafe.Pointer(offsets)}
+}
+
 //export sk_lookup
 func sk_lookup(store C.uint64_t, cols C.uint64_t, t C.int64_t, k C.int32_t,
 	ids unsafe.Pointer, id_bits C.int32_t,
 	out_base unsafe.Pointer, out_len C.int64_t, off C.int64_t,
 	tstride C.int64_t, kstride C.int64_t,
 	offsets *C.int64_t, err *C.sk_error) C.int32_t {
-	a := lookupArgs{store: uint64(store), cols: uint64(cols), t: int64(t), k: int32(k), ids: ids, idBits: int32(id_bits),
-		out: out_base, outLen: int64(out_len), off: int64(off), tStride: int64(tstride), kStride: int64(kstride),
-		offsets: unsafe.Pointer(offsets)}
+	a := argsOf(store, cols, t, k, ids, id_bits, out_base, out_len, off, tstride, kstride, offsets)
 	return ret(err, protect(func() error { return lookup(&a) }))
 }
 
@@ -283,9 +290,8 @@ func sk_lookupv(args *C.sk_lookup_args, err *C.sk_error) C.int32_t {
 	if args == nil {
 		return ret(err, badArg("args", "NULL"))
 	}
-	la := lookupArgs{store: uint64(args.store), cols: uint64(args.cols), t: int64(args.t), k: int32(args.k), ids: unsafe.Pointer(args.ids),
-		idBits: int32(args.id_bits), out: args.out_base, outLen: int64(args.out_len), off: int64(args.off), tStride: int64(args.tstride),
-		kStride: int64(args.kstride), offsets: unsafe.Pointer(args.offsets)}
+	la := argsOf(args.store, args.cols, args.t, args.k, unsafe.Pointer(args.ids), args.id_bits, args.out_base,
+		args.out_len, args.off, args.tstride, args.kstride, args.offsets)
 	return ret(err, protect(func() error { return lookup(&la) }))
 }
 
@@ -295,9 +301,7 @@ func sk_bench_lookup(store C.uint64_t, cols C.uint64_t, t C.int64_t, k C.int32_t
 	out_base unsafe.Pointer, out_len C.int64_t, off C.int64_t,
 	tstride C.int64_t, kstride C.int64_t,
 	offsets *C.int64_t, n C.int64_t, ns *C.int64_t, err *C.sk_error) C.int32_t {
-	a := lookupArgs{store: uint64(store), cols: uint64(cols), t: int64(t), k: int32(k), ids: ids, idBits: int32(id_bits),
-		out: out_base, outLen: int64(out_len), off: int64(off), tStride: int64(tstride), kStride: int64(kstride),
-		offsets: unsafe.Pointer(offsets)}
+	a := argsOf(store, cols, t, k, ids, id_bits, out_base, out_len, off, tstride, kstride, offsets)
 	return ret(err, protect(func() error {
 		d, e := benchLookup(&a, int64(n))
 		if e == nil && ns != nil {
