@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 )
 
 // DevPtr is a device address (CUdeviceptr).
@@ -243,16 +244,18 @@ func pickKernel(rowBytes int64, addrs []int64, tables []*Table, n int64, sms int
 		}
 		return 0
 	}
-	// Steps in flight per lane for MAXW words per lane (registers bound it).
-	rows := map[int]int{1: 4, 2: 2, 4: 2, 8: 1}
+	// Steps in flight per lane for MAXW words per lane (registers bound
+	// it), indexed by MAXW (1, 2, 4 or 8). Arrays and precomputed names,
+	// not map literals and Sprintf: a lookup allocates nothing.
+	rows := [9]int{1: 4, 2: 2, 4: 2, 8: 1}
 	if rowBytes%16 == 0 && aligned(16) {
 		wpr := rowBytes / 16
 		switch wpr {
 		case 4, 8, 16:
-			return kernelChoice{name: fmt.Sprintf("sk_w16_g%d_m1_r4", wpr), perWarp: int(32/wpr) * 4}
+			return kernelChoice{name: kernelName("16", int(wpr), 1, 4), perWarp: int(32/wpr) * 4}
 		}
 		if m := maxw(wpr); m != 0 {
-			return kernelChoice{name: fmt.Sprintf("sk_w16_g32_m%d_r%d", m, rows[m]), perWarp: rows[m]}
+			return kernelChoice{name: kernelName("16", 32, m, rows[m]), perWarp: rows[m]}
 		}
 	}
 	if rowBytes%16 == 8 && rowBytes >= 24 && aligned(8) {
@@ -263,19 +266,23 @@ func pickKernel(rowBytes int64, addrs []int64, tables []*Table, n int64, sms int
 				rows = 8
 			}
 			for rows > 1 && n/int64(2*rows) < int64(sms) {
-				rows = map[int]int{8: 4, 4: 1}[rows]
+				if rows == 8 {
+					rows = 4
+				} else {
+					rows = 1
+				}
 			}
-			return kernelChoice{name: fmt.Sprintf("sk_w8x16_g16_m1_r%d", rows), perWarp: 2 * rows}
+			return kernelChoice{name: kernelName("8x16", 16, 1, rows), perWarp: 2 * rows}
 		}
 		if m := maxw(chunks); m != 0 {
-			return kernelChoice{name: fmt.Sprintf("sk_w8x16_g32_m%d_r%d", m, rows[m]), perWarp: rows[m]}
+			return kernelChoice{name: kernelName("8x16", 32, m, rows[m]), perWarp: rows[m]}
 		}
 	}
 	for _, w := range [...]int64{8, 4} {
 		if rowBytes%w == 0 && aligned(w) {
 			if m := maxw(rowBytes / w); m != 0 {
-				r := map[int]int{1: 4, 2: 4, 4: 2, 8: 1}[m]
-				return kernelChoice{name: fmt.Sprintf("sk_w%d_g32_m%d_r%d", w, m, r), perWarp: r}
+				r := [9]int{1: 4, 2: 4, 4: 2, 8: 1}[m]
+				return kernelChoice{name: kernelName(wordNames[w], 32, m, r), perWarp: r}
 			}
 		}
 	}
@@ -289,6 +296,45 @@ var kernelBases = []string{
 	"sk_w8_g32_m1_r4", "sk_w8_g32_m2_r4", "sk_w8_g32_m4_r2", "sk_w8_g32_m8_r1",
 	"sk_w4_g32_m1_r4", "sk_w4_g32_m2_r4", "sk_w4_g32_m4_r2", "sk_w4_g32_m8_r1",
 	"sk_any",
+}
+
+// kernelKey names a specialisation: word width ("16", "8x16", "8", "4"),
+// lanes per row group, words per lane and rows in flight.
+type kernelKey struct {
+	w       string
+	g, m, r int
+}
+
+// wordNames are the word widths' names in kernel names.
+var wordNames = map[int64]string{16: "16", 8: "8", 4: "4"}
+
+// kernelNames maps every specialisation of kernelBases to its name, so
+// that choosing a kernel builds no string.
+var kernelNames = func() map[kernelKey]string {
+	m := map[kernelKey]string{}
+	for _, b := range kernelBases {
+		var k kernelKey
+		f := strings.Split(strings.TrimPrefix(b, "sk_w"), "_")
+		if len(f) != 4 {
+			continue // sk_any
+		}
+		k.w = f[0]
+		if _, err := fmt.Sscanf(f[1]+" "+f[2]+" "+f[3], "g%d m%d r%d", &k.g, &k.m, &k.r); err != nil {
+			panic("cudagather: kernel base name " + b + ": " + err.Error())
+		}
+		m[k] = b
+	}
+	return m
+}()
+
+// kernelName is the specialisation's name; one outside kernelBases (a
+// bug, which TestKernelNames guards against) gets its name built, and
+// its launch then reports it missing from the module.
+func kernelName(w string, g, m, r int) string {
+	if n, ok := kernelNames[kernelKey{w, g, m, r}]; ok {
+		return n
+	}
+	return fmt.Sprintf("sk_w%s_g%d_m%d_r%d", w, g, m, r)
 }
 
 // paramCols is the column capacity of the parameter block for K columns:

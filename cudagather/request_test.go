@@ -168,6 +168,32 @@ func TestPickKernel(t *testing.T) {
 	}
 }
 
+// TestKernelNames: every specialisation of kernelBases is found by its
+// parts, and choosing a kernel allocates nothing (it runs on every
+// lookup; a Sprintf per call was one of a device lookup's allocations).
+func TestKernelNames(t *testing.T) {
+	if len(kernelNames) != len(kernelBases)-1 {
+		t.Errorf("%d names parsed from %d bases (all but sk_any)", len(kernelNames), len(kernelBases))
+	}
+	for k, name := range kernelNames {
+		if got := kernelName(k.w, k.g, k.m, k.r); got != name {
+			t.Errorf("%+v: %s, want %s", k, got, name)
+		}
+	}
+	if got := kernelName("2", 1, 1, 1); got != "sk_w2_g1_m1_r1" {
+		t.Errorf("an unknown specialisation is named %s", got)
+	}
+	tabs := []*Table{{ptr: 0x1000, host: make([]byte, 1)}}
+	for _, r := range []int64{64, 128, 264, 300, 520, 1024, 4096} {
+		addrs := []int64{0, r}
+		for _, n := range []int64{128, 1 << 20} {
+			if a := testing.AllocsPerRun(100, func() { pickKernel(r, addrs, tabs, n, 132) }); a != 0 {
+				t.Errorf("pickKernel R=%d n=%d: %v allocations", r, n, a)
+			}
+		}
+	}
+}
+
 func TestCheckTable(t *testing.T) {
 	if err := checkTable(make([]byte, 100), 10, 10); err != nil {
 		t.Fatal(err)
