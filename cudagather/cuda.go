@@ -689,7 +689,7 @@ func (c *Context) launchOrdered(name, plain, suffix string, p *plan, blocks int6
 	gridG := max(1, min(blocks, int64(c.sms)*int64(c.occ[name])))
 	scratch := 4 * (2*orderBuckets + p.n)
 	r := C.sk_launch_ordered(c.ctx, c.pool, cstream(s), fs[0], fs[1], fs[2], fs[3], fs[4], C.uint(gridN), C.uint(gridG),
-		unsafe.Pointer(&p.args[0]), C.size_t(p.size), argsOrder, C.size_t(scratch), orderBuckets)
+		p.argp(), C.size_t(p.size), argsOrder, C.size_t(scratch), orderBuckets)
 	if r != C.CUDA_SUCCESS { // the call's name is built only for an error (a lookup allocates nothing)
 		return driverErr("ordered lookup "+name, r)
 	}
@@ -705,22 +705,28 @@ func (c *Context) launch(name string, p *plan, blocks int64, s Stream) error {
 		return &DriverError{Call: "kernel " + name, Code: -1, Msg: "not in the module"}
 	}
 	blocks = max(1, min(blocks, int64(c.sms)*int64(c.occ[name])))
-	r := C.sk_launch(c.ctx, f, C.uint(blocks), 256, cstream(s), unsafe.Pointer(&p.args[0]), C.size_t(p.size))
+	r := C.sk_launch(c.ctx, f, C.uint(blocks), 256, cstream(s), p.argp(), C.size_t(p.size))
 	if r != C.CUDA_SUCCESS { // the call's name is built only for an error (a lookup allocates nothing)
 		return driverErr("cuLaunchKernel "+name, r)
 	}
 	return nil
 }
 
+// argp is the address of p's parameter block, for a C call. Computed in
+// Go and passed as a plain pointer: written in the call's arguments as
+// unsafe.Pointer(&p.args[0]), cgo's pointer check would receive the whole
+// 1.6 KiB array as an interface value, one heap allocation per launch.
+func (p *plan) argp() unsafe.Pointer { return unsafe.Pointer(&p.args[0]) }
+
 // launchParams is launchRaw through kernelParams; setctx 0 skips
 // cuCtxSetCurrent (benchmarks).
 func launchParams(c *Context, f C.CUfunction, blocks int64, s Stream, p *plan, setctx int) C.CUresult {
-	return C.sk_launch_params(c.ctx, f, C.uint(max(blocks, 1)), 256, cstream(s), unsafe.Pointer(&p.args[0]), C.int(setctx))
+	return C.sk_launch_params(c.ctx, f, C.uint(max(blocks, 1)), 256, cstream(s), p.argp(), C.int(setctx))
 }
 
 // launchRaw launches f with p's parameters on blocks blocks (benchmarks).
 func launchRaw(c *Context, f C.CUfunction, blocks int64, s Stream, p *plan) C.CUresult {
-	return C.sk_launch(c.ctx, f, C.uint(max(blocks, 1)), 256, cstream(s), unsafe.Pointer(&p.args[0]), C.size_t(p.size))
+	return C.sk_launch(c.ctx, f, C.uint(max(blocks, 1)), 256, cstream(s), p.argp(), C.size_t(p.size))
 }
 
 // Status synchronizes s, then returns the first bad id any lookup since
@@ -802,6 +808,17 @@ func (g *Graph) Launch(s Stream) error {
 		return ErrClosed
 	}
 	return driverErr("cuGraphLaunch", C.sk_graph_launch(g.c.ctx, g.exec, cstream(s)))
+}
+
+// LaunchExec launches a graph instantiated elsewhere (a CUgraphExec of
+// this context's device, e.g. one a torch.cuda.CUDAGraph holds) on s, as
+// Launch launches a Graph of Capture's: for benchmarks that compare
+// graphs' contents under one launcher.
+func (c *Context) LaunchExec(exec uintptr, s Stream) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	return driverErr("cuGraphLaunch", C.sk_graph_launch(c.ctx, *(*C.CUgraphExec)(unsafe.Pointer(&exec)), cstream(s)))
 }
 
 // Close destroys the graph; no replay of it may be pending. Idempotent.

@@ -76,6 +76,9 @@ func (g *Graph) Launch(s Stream) error { return ErrNotSupported }
 // Close returns ErrNotSupported.
 func (g *Graph) Close() error { return ErrNotSupported }
 
+// LaunchExec returns ErrNotSupported.
+func (c *Context) LaunchExec(exec uintptr, s Stream) error { return ErrNotSupported }
+
 func (c *Context) addHandle(t *Table) uint64 { return 0 }
 
 func (c *Context) handle(h uint64) (*Table, error) { return nil, ErrNotSupported }

@@ -20,6 +20,12 @@ echo "== C ABI on the device (tools/capi: sk_cuda_*)"
 # From its package folder: the tests read ../../docs and testdata.
 (cd tools/capi && timeout -k 5 180 ../../.gpu/capi.test -test.v -test.count=1 -test.run '^Test(CUDA|DeviceLookupArgs)') >"$OUT/capi.log" 2>&1 || rc=1
 grep -E '^(--- |PASS|FAIL|ok|panic)|graph replay' "$OUT/capi.log" | grep -v '^    --- PASS' | head -20
+echo "== Python package on the device (pytest; libscatterkit_cuda.so; CUDA tests in tests/test_cuda.py)"
+SCATTERKIT_LIB=$PWD/.gpu PYTHONDONTWRITEBYTECODE=1 timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider tools/python/tests >"$OUT/pytest.log" 2>&1 || rc=1
+grep -E '^(FAILED|ERROR)|passed|failed' "$OUT/pytest.log" | head -20
+echo "== Python CUDA benchmark (issue 16's goals)"
+SCATTERKIT_LIB=$PWD/.gpu PYTHONUNBUFFERED=1 timeout -k 5 300 python3 tools/python/bench/bench_cuda.py --json "$OUT/python.jsonl" >"$OUT/pybench.log" 2>&1 || rc=1
+cat "$OUT/pybench.log" | tail -14
 echo "== cudagather benchmarks"
 timeout -k 5 400 .gpu/cudagather.test -test.run '^$' -test.bench . -test.benchtime 1x -test.v >"$OUT/bench.log" 2>&1 || rc=1
 grep -E 'ceilings|variant|ordered|FAIL|panic' "$OUT/bench.log" | sed 's/^ *//' | head -40

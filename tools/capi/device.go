@@ -413,3 +413,47 @@ func benchGraph(a *deviceLookupArgs, n int64) (time.Duration, error) {
 	})
 	return d, err
 }
+
+// benchReplay is sk_cuda_bench_replay: a graph instantiated elsewhere
+// (exec, a CUgraphExec of dev's device, such as a torch.cuda.CUDAGraph's)
+// launched by the loop benchGraph times its own graph with: once, then n
+// times, timing the n launches and the stream's synchronization after
+// them. It tells a graph's content from its launcher's cost.
+func benchReplay(h, exec, stream uint64, n int64) (time.Duration, error) {
+	var d time.Duration
+	err := cudaCall(func() error {
+		if n < 1 {
+			return badArg("n", "%d: want at least 1", n)
+		}
+		if exec == 0 {
+			return badArg("exec", "NULL")
+		}
+		dv, err := getDevice(h)
+		if err != nil {
+			return err
+		}
+		if !dv.enter() {
+			return &HandleError{Handle: h, Want: kindDevice}
+		}
+		defer dv.mu.RUnlock()
+		ctx, s := dv.ctx, cudagather.Stream(stream)
+		if err := ctx.LaunchExec(uintptr(exec), s); err != nil {
+			return err
+		}
+		if err := ctx.Sync(s); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		for range n {
+			if err := ctx.LaunchExec(uintptr(exec), s); err != nil {
+				return err
+			}
+		}
+		if err := ctx.Sync(s); err != nil {
+			return err
+		}
+		d = time.Since(t0)
+		return nil
+	})
+	return d, err
+}

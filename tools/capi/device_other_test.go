@@ -33,5 +33,7 @@ func TestNoCUDA(t *testing.T) {
 	requireCode(t, codeNotSup, deviceLookup(&a))
 	_, err = benchGraph(&a, 1)
 	requireCode(t, codeNotSup, err)
+	_, err = benchReplay(0, 1, 0, 1)
+	requireCode(t, codeNotSup, err)
 	require.Equal(t, 0, devices.len())
 }

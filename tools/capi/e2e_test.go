@@ -108,7 +108,7 @@ func requireHeader(t *testing.T, so string) string {
 	doc := docBlock(t)
 	g := declarations(t, "generated header", string(gen))
 	d := declarations(t, capiDoc, doc)
-	require.Len(t, d.protos, 26, "the functions of %s", capiDoc)
+	require.Len(t, d.protos, 28, "the functions of %s", capiDoc)
 	require.Equal(t, d.protos, g.protos, "exported prototypes (right) differ from %s's (left)", capiDoc)
 	require.Equal(t, d.errStruct, g.errStruct, "sk_error")
 	require.Equal(t, d.codes, g.codes, "error codes")
@@ -178,4 +178,21 @@ func cudaHeaders() bool {
 		}
 	}
 	return false
+}
+
+// TestArgStructs: the argument structs the library reads (exports.go's
+// preamble) are the page's, field for field, so a binding written from
+// the page reads and writes the same offsets.
+func TestArgStructs(t *testing.T) {
+	doc := docBlock(t)
+	src, err := os.ReadFile("exports.go")
+	require.NoError(t, err)
+	ws := regexp.MustCompile(`\s+`)
+	for _, name := range []string{"sk_lookup_args", "sk_cuda_lookup_args"} {
+		re := regexp.MustCompile(`(?s)typedef struct \{([^}]*)\} ` + name + `;`)
+		d, g := re.FindStringSubmatch(doc), re.FindStringSubmatch(string(src))
+		require.NotNil(t, d, "%s in %s", name, capiDoc)
+		require.NotNil(t, g, "%s in exports.go", name)
+		require.Equal(t, ws.ReplaceAllString(d[1], " "), ws.ReplaceAllString(g[1], " "), name)
+	}
 }

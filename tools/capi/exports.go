@@ -36,6 +36,15 @@ enum {
 	SK_CUDA_HOST   = 1,
 	SK_CUDA_STRICT = 2,
 };
+
+typedef struct {
+	uint64_t       dev, cols, stream;
+	int64_t        t;
+	int32_t        k, id_bits;
+	uint64_t       ids, out;
+	int64_t        out_len, off, tstride, kstride;
+	const int64_t *offsets;
+} sk_cuda_lookup_args;
 */
 import "C"
 
@@ -375,6 +384,29 @@ func sk_cuda_bench_graph(dev C.uint64_t, cols C.uint64_t, stream C.uint64_t, t C
 		tStride: int64(tstride), kStride: int64(kstride), offsets: unsafe.Pointer(offsets)}
 	return ret(err, protect(func() error {
 		d, e := benchGraph(&a, int64(n))
+		if e == nil && ns != nil {
+			*ns = C.int64_t(d.Nanoseconds())
+		}
+		return e
+	}))
+}
+
+//export sk_cuda_lookupv
+func sk_cuda_lookupv(args *C.sk_cuda_lookup_args, err *C.sk_error) C.int32_t {
+	if args == nil {
+		return ret(err, badArg("args", "NULL"))
+	}
+	a := deviceLookupArgs{dev: uint64(args.dev), cols: uint64(args.cols), stream: uint64(args.stream), t: int64(args.t),
+		k: int32(args.k), ids: uint64(args.ids), idBits: int32(args.id_bits), out: uint64(args.out),
+		outLen: int64(args.out_len), off: int64(args.off), tStride: int64(args.tstride), kStride: int64(args.kstride),
+		offsets: unsafe.Pointer(args.offsets)}
+	return ret(err, protect(func() error { return deviceLookup(&a) }))
+}
+
+//export sk_cuda_bench_replay
+func sk_cuda_bench_replay(dev C.uint64_t, exec C.uint64_t, stream C.uint64_t, n C.int64_t, ns *C.int64_t, err *C.sk_error) C.int32_t {
+	return ret(err, protect(func() error {
+		d, e := benchReplay(uint64(dev), uint64(exec), uint64(stream), int64(n))
 		if e == nil && ns != nil {
 			*ns = C.int64_t(d.Nanoseconds())
 		}

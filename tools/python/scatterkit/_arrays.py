@@ -7,14 +7,16 @@ that keeps the memory alive) through, in order:
 - numpy arrays (their C struct's data pointer, see ``_np_data``),
 - torch tensors and look-alikes, by duck typing (``data_ptr()``,
   ``stride()``, ``element_size()``, ``dtype``, ``device``),
-- ``__cuda_array_interface__`` (CUDA: not supported yet),
+- ``__cuda_array_interface__`` (CUDA memory: cupy, numba, ...),
 - ``__array_interface__``,
-- DLPack (``__dlpack__`` / ``__dlpack_device__``),
+- DLPack (``__dlpack__`` / ``__dlpack_device__``, CPU or CUDA),
 - the buffer protocol (through ``memoryview`` and a numpy view of it).
 
 Lists, tuples and scalars are refused with :class:`NoConversionError`
-(a TypeError): nothing is converted implicitly. Memory on a CUDA device
-raises NotImplementedError: CUDA lookups are the next step of issue 16.
+(a TypeError): nothing is converted implicitly. An Array's ``device`` is
+-1 for host memory and the CUDA ordinal for device memory; callers that
+read host memory pass ``cuda=False`` (the default) and get a ValueError
+for device memory instead of a pointer they must not dereference.
 """
 
 from __future__ import annotations
@@ -29,10 +31,6 @@ from ._capi import NoConversionError
 
 _ndarray = np.ndarray
 
-CUDA_PENDING = (
-    "scatterkit: CUDA tensors are not supported yet (CUDA lookups, streams and graphs are pending; "
-    "docs/python.md): pass CPU tensors or arrays"
-)
 
 
 class Array(NamedTuple):
@@ -43,6 +41,8 @@ class Array(NamedTuple):
     itemsize: int
     readonly: bool
     keep: Any  # keeps the memory alive while the description is used
+    device: int = -1  # -1: host memory; else the CUDA device ordinal
+    stream: Any = None  # __cuda_array_interface__'s stream (its producer's), when it gives one
 
     @property
     def nbytes(self) -> int:
@@ -136,18 +136,68 @@ def _device_type(x: Any) -> str:
     return getattr(d, "type", str(d))
 
 
+_torch_dtype_names: dict = {}  # str(dtype) is computed per call
+_STRIDED: list = []  # torch.strided itself, once seen (its str() costs per call)
+
+
 def _from_torch(x: Any) -> Array:
-    dev = _device_type(x)
-    if dev == "cuda":
-        raise NotImplementedError(CUDA_PENDING)
-    if dev != "cpu":
-        raise NotImplementedError(f"scatterkit: tensors on device {dev!r} are not supported (CPU only)")
-    layout = str(getattr(x, "layout", "torch.strided"))
-    if layout != "torch.strided":
-        raise ValueError(f"scatterkit: a {layout} tensor: want a dense (strided) tensor")
+    if getattr(x, "is_cuda", False) and hasattr(x, "get_device"):
+        ordinal = x.get_device()
+    elif getattr(x, "is_cpu", False):
+        ordinal = -1
+    else:  # look-alikes, and devices other than CPU and CUDA
+        d = x.device
+        dev = getattr(d, "type", str(d))
+        if dev == "cuda":
+            ordinal = d.index
+            if ordinal is None:
+                ordinal = -2  # "cuda" without an index: not from a real tensor
+        elif dev == "cpu":
+            ordinal = -1
+        else:
+            raise NotImplementedError(f"scatterkit: tensors on device {dev!r} are not supported (CPU or CUDA)")
+    layout = getattr(x, "layout", None)
+    if layout is not None and layout not in _STRIDED:
+        name = str(layout)
+        if name != "torch.strided":
+            raise ValueError(f"scatterkit: a {name} tensor: want a dense (strided) tensor")
+        _STRIDED.append(layout)
     item = x.element_size()
-    name = str(x.dtype).rsplit(".", 1)[-1]
-    return Array(x.data_ptr(), tuple(x.shape), tuple(s * item for s in x.stride()), name, item, False, x)
+    dt = x.dtype
+    name = _torch_dtype_names.get(dt)
+    if name is None:
+        name = _torch_dtype_names[dt] = str(dt).rsplit(".", 1)[-1]
+    return Array(x.data_ptr(), tuple(x.shape), tuple(s * item for s in x.stride()), name, item, False, x, ordinal)
+
+
+def _device_of_pointer(ptr: int, what: str) -> int:
+    from ._capi import driver
+
+    drv = driver()
+    if drv is None:
+        raise NotImplementedError(f"scatterkit: {what} is CUDA memory, but the CUDA driver does not initialise here")
+    d = drv.device_of(ptr) if ptr else 0
+    if d < 0:
+        raise ValueError(f"scatterkit: {what}: the CUDA driver does not know its pointer {ptr:#x}")
+    return d
+
+
+def _from_cuda_interface(x: Any, iface: dict, what: str) -> Array:
+    if iface.get("mask") is not None:
+        raise ValueError(f"scatterkit: {what} has a mask: want a dense CUDA array")
+    dt = np.dtype(iface["typestr"])
+    shape = tuple(iface["shape"])
+    strides = iface.get("strides")
+    if strides is None:
+        strides, acc = [], dt.itemsize
+        for d in reversed(shape):
+            strides.append(acc)
+            acc *= d
+        strides = tuple(reversed(strides))
+    ptr, ro = iface["data"]
+    ptr = ptr or 0
+    return Array(ptr, shape, tuple(strides), _dtype_name(dt), dt.itemsize, bool(ro), x,
+                 _device_of_pointer(ptr, what), iface.get("stream"))
 
 
 # ---- __array_interface__, DLPack, buffers -------------------------------
@@ -198,12 +248,17 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def _from_dlpack(x: Any) -> Array:
-    dev = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else _DL_CPU
+    dev, ordinal = x.__dlpack_device__()[:2] if hasattr(x, "__dlpack_device__") else (_DL_CPU, 0)
     if dev in (_DL_CUDA, _DL_CUDA_MANAGED):
-        raise NotImplementedError(CUDA_PENDING)
-    if dev not in (_DL_CPU, _DL_CUDA_HOST):
-        raise NotImplementedError(f"scatterkit: DLPack device type {dev} is not supported (CPU only)")
-    capsule = x.__dlpack__()
+        try:  # -1: no synchronisation (the caller orders its streams; lookup's stream= says where)
+            capsule = x.__dlpack__(stream=-1)
+        except TypeError:
+            capsule = x.__dlpack__()
+    elif dev in (_DL_CPU, _DL_CUDA_HOST):
+        ordinal = -1
+        capsule = x.__dlpack__()
+    else:
+        raise NotImplementedError(f"scatterkit: DLPack device type {dev} is not supported (CPU or CUDA)")
     # DLManagedTensor starts with its DLTensor. The capsule stays
     # unconsumed (named "dltensor"): its destructor calls the producer's
     # deleter when the description (keep) is dropped.
@@ -223,13 +278,23 @@ def _from_dlpack(x: Any) -> Array:
             rev.append(acc)
             acc *= d
         strides = tuple(reversed(rev))
-    return Array((t.data or 0) + t.byte_offset, shape, strides, name, item, False, (x, capsule))
+    return Array((t.data or 0) + t.byte_offset, shape, strides, name, item, False, (x, capsule), ordinal)
 
 
-def describe(x: Any, what: str) -> Array:
-    """Describe x (an array, tensor or buffer); what names it in errors."""
+def describe(x: Any, what: str, cuda: bool = False) -> Array:
+    """Describe x (an array, tensor or buffer); what names it in errors.
+    Device memory is a ValueError unless cuda is true."""
     if isinstance(x, _ndarray):
         return _from_numpy(x)
+    a = _describe(x, what)
+    if a.device != -1 and not cuda:
+        raise ValueError(f"scatterkit: {what} is in CUDA memory (device {a.device}): want host memory here (.cpu() copies)")
+    if a.device == -2:
+        raise ValueError(f"scatterkit: {what} is on a CUDA device without an index")
+    return a
+
+
+def _describe(x: Any, what: str) -> Array:
     if isinstance(x, (list, tuple)) or x is None or isinstance(x, (int, float, complex, str)):
         raise NoConversionError(
             f"scatterkit: {what} is a {type(x).__name__}: want a numpy array, a torch tensor or a buffer "
@@ -237,8 +302,9 @@ def describe(x: Any, what: str) -> Array:
         )
     if is_torch_like(x):
         return _from_torch(x)
-    if hasattr(x, "__cuda_array_interface__"):
-        raise NotImplementedError(CUDA_PENDING)
+    ciface = getattr(x, "__cuda_array_interface__", None)
+    if ciface is not None:
+        return _from_cuda_interface(x, ciface, what)
     iface = getattr(x, "__array_interface__", None)
     if iface is not None:
         return _from_interface(x, iface)
@@ -277,6 +343,33 @@ def _tensor_fingerprint(x: Any) -> Any:
 
 def _never(x: Any) -> Any:
     return object()  # equal to nothing
+
+
+def on_cuda(x: Any) -> bool:
+    """Whether x (not a numpy array) lives in CUDA memory, without
+    describing it: a torch tensor's is_cuda, a CUDA array interface, a
+    DLPack CUDA device."""
+    if is_torch_like(x):
+        return _device_type(x) == "cuda"
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    if hasattr(x, "__dlpack_device__") and not hasattr(x, "__array_interface__"):
+        try:
+            return x.__dlpack_device__()[0] in (_DL_CUDA, _DL_CUDA_MANAGED)
+        except Exception:
+            return False
+    return False
+
+
+def cuda_fingerprinter(*xs: Any):
+    """The fingerprint function for a cached CUDA call over xs (ids and
+    output), or None when one of them cannot be cached: torch tensors (a
+    storage can move: pointer, shape and strides); anything else is
+    described afresh on every call."""
+    for x in xs:
+        if not is_torch_like(x):
+            return None
+    return _tensor_fingerprint
 
 
 def fingerprinter(x: Any):

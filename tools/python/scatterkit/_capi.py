@@ -10,6 +10,12 @@ Errors: every export returns 0 or a negative code and fills an
 ``sk_error``; :func:`error` turns one into the Python exception a caller
 expects (the table in docs/python.md).
 
+Two libraries, one symbol set (docs/capi.md, CUDA): where the CUDA driver
+(libcuda.so.1) loads and ``cuInit(0)`` succeeds, ``libscatterkit_cuda.so``
+is loaded when it is there (CUDA lookups); else ``libscatterkit.so``
+(``$SCATTERKIT_CUDA=0`` forces it). The driver is initialised here first
+because the CUDA library's Go start-up exits the process when cuInit fails.
+
 The lookup hot path does not go through argtypes: :data:`Lib.lookup_raw`
 is a second function object of ``sk_lookup`` without them, called with
 ctypes values the store prepared once (argtypes conversion of 13 values
@@ -35,7 +41,13 @@ SK_ENOMEM = -7
 SK_ENOTSUP = -8
 
 LIB_NAME = "libscatterkit.so"
+CUDA_LIB_NAME = "libscatterkit_cuda.so"
 ENV_LIB = "SCATTERKIT_LIB"
+ENV_CUDA = "SCATTERKIT_CUDA"
+
+# sk_cuda_attach's flags
+SK_CUDA_HOST = 1
+SK_CUDA_STRICT = 2
 
 
 class sk_error(ctypes.Structure):
@@ -62,6 +74,27 @@ class sk_lookup_args(ctypes.Structure):
         ("id_bits", ctypes.c_int32),
         ("ids", ctypes.c_void_p),
         ("out_base", ctypes.c_void_p),
+        ("out_len", ctypes.c_int64),
+        ("off", ctypes.c_int64),
+        ("tstride", ctypes.c_int64),
+        ("kstride", ctypes.c_int64),
+        ("offsets", ctypes.c_void_p),
+    ]
+
+
+class sk_cuda_lookup_args(ctypes.Structure):
+    """sk_cuda_lookupv's arguments (docs/capi.md): filled once per cached
+    call; only the stream is set before each repeat."""
+
+    _fields_ = [
+        ("dev", ctypes.c_uint64),
+        ("cols", ctypes.c_uint64),
+        ("stream", ctypes.c_uint64),
+        ("t", ctypes.c_int64),
+        ("k", ctypes.c_int32),
+        ("id_bits", ctypes.c_int32),
+        ("ids", ctypes.c_uint64),
+        ("out", ctypes.c_uint64),
         ("out_len", ctypes.c_int64),
         ("off", ctypes.c_int64),
         ("tstride", ctypes.c_int64),
@@ -163,16 +196,93 @@ _SIGNATURES = {
         i32,
         [u64, u64, i64, i32, vp, i32, vp, i64, i64, i64, i64, vp, i64, P(i64), P(sk_error)],
     ),
+    "sk_cuda_available": (i32, [P(i32), P(sk_error)]),
+    "sk_cuda_attach": (i32, [u64, i32, i32, P(u64), P(sk_error)]),
+    "sk_cuda_detach": (i32, [u64, P(sk_error)]),
+    "sk_cuda_warmup": (i32, [u64, u64, P(sk_error)]),
+    "sk_cuda_lookup": (i32, [u64, u64, u64, i64, i32, u64, i32, u64, i64, i64, i64, i64, vp, P(sk_error)]),
+    "sk_cuda_lookupv": (i32, [P(sk_cuda_lookup_args), P(sk_error)]),
+    "sk_cuda_status": (i32, [u64, u64, i32, P(sk_error)]),
+    "sk_cuda_bench_replay": (i32, [u64, u64, u64, i64, P(i64), P(sk_error)]),
+    "sk_cuda_bench_graph": (
+        i32,
+        [u64, u64, u64, i64, i32, u64, i32, u64, i64, i64, i64, i64, vp, i64, P(i64), P(sk_error)],
+    ),
 }
+
+
+class Driver:
+    """The CUDA driver (libcuda.so.1) as this package uses it: initialised
+    once, then asked which device a pointer lives on and whether a stream
+    is being captured. None of it is needed for CPU lookups."""
+
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+
+    def __init__(self, dll: ctypes.CDLL):
+        self.dll = dll
+        self._attr = dll.cuPointerGetAttribute
+        self._attr.restype, self._attr.argtypes = ctypes.c_int, [vp, ctypes.c_int, u64]
+        self._capturing = dll.cuStreamIsCapturing
+        self._capturing.restype, self._capturing.argtypes = ctypes.c_int, [u64, P(ctypes.c_int)]
+
+    def device_of(self, ptr: int) -> int:
+        """The device ordinal of a device (or managed) pointer; -1 when the
+        driver does not know it."""
+        n = ctypes.c_int(-1)
+        if self._attr(ctypes.byref(n), self.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != 0:
+            return -1
+        return n.value
+
+    def capturing(self, stream: int) -> bool:
+        """Whether stream is being captured into a graph (False when the
+        driver cannot tell, e.g. no context current on this thread)."""
+        st = ctypes.c_int(0)
+        return self._capturing(stream, ctypes.byref(st)) == 0 and st.value != 0
+
+
+_driver: Driver | None = None
+_driver_tried = False
+_driver_lock = threading.Lock()  # not _lock: lib() asks for the driver under _lock
+
+
+def driver() -> Driver | None:
+    """The CUDA driver, initialised (cuInit(0) returned 0), or None: no
+    libcuda.so.1, no device, or $SCATTERKIT_CUDA=0."""
+    global _driver, _driver_tried
+    if not _driver_tried:
+        with _driver_lock:
+            if not _driver_tried:
+                _driver = _load_driver()
+                _driver_tried = True
+    return _driver
+
+
+def _load_driver() -> Driver | None:
+    if os.environ.get(ENV_CUDA, "").lower() in ("0", "off", "no", "false"):
+        return None
+    try:
+        dll = ctypes.CDLL("libcuda.so.1")
+        init = dll.cuInit
+    except (OSError, AttributeError):
+        return None
+    init.restype, init.argtypes = ctypes.c_int, [ctypes.c_uint]
+    if init(0) != 0:
+        return None
+    try:
+        return Driver(dll)
+    except AttributeError:  # a driver too old for cuStreamIsCapturing
+        return None
 
 
 class Lib:
     """The loaded library: one attribute per export, with argtypes set,
-    plus ``lookup_raw`` and ``lookupv_raw`` (sk_lookup and sk_lookupv
-    without argtypes, for the hot path)."""
+    plus ``lookup_raw``, ``lookupv_raw`` and ``cuda_lookupv_raw``
+    (sk_lookup, sk_lookupv and sk_cuda_lookupv without argtypes, for the
+    hot paths)."""
 
     def __init__(self, path: str):
         self.path = path
+        self.cuda = os.path.basename(path) == CUDA_LIB_NAME  # the CUDA library (its lookups need the driver)
         self.dll = ctypes.CDLL(path)
         for name, (res, args) in _SIGNATURES.items():
             f = getattr(self.dll, name)
@@ -184,6 +294,9 @@ class Lib:
         rawv = self.dll["sk_lookupv"]  # likewise: two pointers per call
         rawv.restype = i32
         self.lookupv_raw = rawv
+        rawc = self.dll["sk_cuda_lookupv"]
+        rawc.restype = i32
+        self.cuda_lookupv_raw = rawc
         v = self.abi_version()
         if v != ABI_VERSION:
             raise ImportError(f"scatterkit: {path} has C ABI version {v}, this package needs {ABI_VERSION}")
@@ -194,11 +307,22 @@ _lock = threading.Lock()
 
 
 def library_path() -> str:
-    """Where the library is looked for: $SCATTERKIT_LIB, else the package."""
+    """The library to load: in $SCATTERKIT_LIB (a file, or a directory) or
+    else the package's directory, libscatterkit_cuda.so where it exists
+    and the CUDA driver initialises, else libscatterkit.so. A file named
+    by $SCATTERKIT_LIB is taken as it is, except that the CUDA library is
+    replaced by libscatterkit.so beside it where the driver does not
+    initialise (loading it then would exit the process)."""
     p = os.environ.get(ENV_LIB)
-    if p:
-        return os.path.join(p, LIB_NAME) if os.path.isdir(p) else p
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), LIB_NAME)
+    if p and not os.path.isdir(p):
+        if os.path.basename(p) == CUDA_LIB_NAME and driver() is None:
+            return os.path.join(os.path.dirname(p), LIB_NAME)
+        return p
+    d = p or os.path.dirname(os.path.abspath(__file__))
+    cuda = os.path.join(d, CUDA_LIB_NAME)
+    if os.path.exists(cuda) and driver() is not None:
+        return cuda
+    return os.path.join(d, LIB_NAME)
 
 
 def lib() -> Lib:

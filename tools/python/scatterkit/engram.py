@@ -8,9 +8,10 @@ the layer/head API of Mooncake's EngramStore, signature-compatible, over the
 same tables (one per layer and head).
 
 CPU lookups are synchronous and release the GIL (ctypes does, around every
-foreign call). CUDA tensors raise NotImplementedError until the CUDA part
-lands. docs/python.md has the examples, the error table and the lifetime
-rules.
+foreign call). Lookups into CUDA outputs (torch tensors, cupy arrays,
+anything with ``__cuda_array_interface__`` or DLPack) enqueue their work on
+a stream and return (libscatterkit_cuda.so, loaded where the driver is).
+docs/python.md has the examples, the error table and the lifetime rules.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ctypes
 import json
 import operator
 import os
+import sys
 import threading
 import weakref
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
@@ -26,7 +28,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from . import _arrays, _capi
-from ._arrays import CUDA_PENDING, describe, np_data
+from ._arrays import describe, np_data
 from ._capi import (
     NoConversionError,
     RowIDError,
@@ -47,6 +49,7 @@ __all__ = [
     "UnknownTableError",
     "TableExistsError",
     "NoConversionError",
+    "cuda_device_count",
 ]
 
 DEFAULT_NAMESPACE = "engram"
@@ -56,6 +59,20 @@ _u64, _i64, _vp = ctypes.c_uint64, ctypes.c_int64, ctypes.c_void_p
 _ID_BITS = {"int32": 32, "int64": 64}
 _NOMATCH = object()  # stands in the lookup cache for a mutable argument (never `is` anything)
 _COLUMN_CACHE = 1024  # column sets kept per store; the oldest is freed beyond
+
+
+_CUDA_MODES = {"host": _capi.SK_CUDA_HOST, "device": 0}
+
+
+def cuda_device_count() -> int:
+    """How many CUDA devices lookups can use here: 0 without the CUDA
+    library (libscatterkit_cuda.so), without a driver or without devices."""
+    lib = _capi.lib()
+    if not lib.cuda:
+        return 0
+    err, n = sk_error(), ctypes.c_int32()
+    _capi.check(lib.cuda_available(n, err), err)
+    return n.value
 
 
 def LayerTableName(layer: int, head: int) -> str:
@@ -329,6 +346,10 @@ class EngramStore:
     Other options: workers (goroutines per large lookup, 0 = GOMAXPROCS up
     to 8), pin ("best-effort", "none", "require"), skip_row_checksums, and
     for remote stores buffer_bytes (the registered memory empty() draws on).
+    CUDA lookups: cuda="host" (default: the snapshots are registered with
+    the driver, pinned in full, and read over PCIe, zero-copy) or "device"
+    (each table copied into device memory once per device); cuda_strict
+    (a lookup with a bad id writes nothing, one more kernel).
     """
 
     def __init__(
@@ -345,6 +366,8 @@ class EngramStore:
         pin: str = "best-effort",
         skip_row_checksums: bool = False,
         buffer_bytes: int | None = None,
+        cuda: str = "host",
+        cuda_strict: bool = False,
     ):
         self._open = False
         self._alive = [False]  # _open, for the lookup closure
@@ -354,6 +377,14 @@ class EngramStore:
         self._cols_lock = threading.Lock()
         self._servers: list[Server] = []
         self._layers: dict[int, _Layer] = {}
+        if cuda not in _CUDA_MODES:
+            raise ValueError(f"scatterkit: cuda={cuda!r}: want 'host' (zero-copy) or 'device' (tables copied to the device)")
+        self._cuda_flags = _CUDA_MODES[cuda] | (_capi.SK_CUDA_STRICT if cuda_strict else 0)
+        self.cuda_mode = cuda
+        self._devs: dict[int, int] = {}  # CUDA ordinal -> attachment handle (sk_cuda_attach)
+        self._dev_k: dict[int, int] = {}  # ordinal -> K of its last lookup (sk_cuda_status decodes with it)
+        self._dev_lock = threading.Lock()
+        self._dev_gen = [0]  # bumped by detach: the threads' cached CUDA calls hold stale handles
 
         if store is not None:
             if store_client is not None:
@@ -451,6 +482,8 @@ class EngramStore:
                 pass  # a server failing to stop cleanly does not keep the store open
         with self._cols_lock:
             self._cols = {}  # the column sets go with their last reference
+        with self._dev_lock:
+            self._devs = {}  # the native close detaches them (after the device's pending work)
         self._native.close()
 
     @property
@@ -555,7 +588,16 @@ class EngramStore:
         non-overlapping strided view indexed [t, k]. Id -1 leaves its row
         untouched; offsets ([K] ints) are subtracted from column k's ids.
         Names may repeat. CPU: synchronous; returns None; on any error
-        nothing is written. stream is for CUDA outputs (pending).
+        nothing is written (stream is ignored).
+
+        CUDA output (ids on the same device, offsets in host memory): the
+        lookup is enqueued on stream (a torch.cuda.Stream, a cupy Stream,
+        or a raw CUstream handle; default torch's current stream, or the
+        array's own for __cuda_array_interface__) and the call returns
+        None. Argument errors raise and enqueue nothing; a bad id is found
+        on the device, leaves its row untouched (all rows, cuda_strict)
+        and is raised by check_status(). The first CUDA lookup on a device
+        attaches the store there (see warmup(); not inside a capture).
 
         With int table_ids it is the layer API's lookup: single-head
         layers, [H,T] int64 ids into a [H,T,R] output."""
@@ -572,14 +614,13 @@ class EngramStore:
         above the Go call, a ctypes call of 13 values takes half of it).
         The slow path goes through a weak reference (no cycle)."""
         tls, raw, alive, nd, error = self._tls, self._raw_lookupv, self._alive, _ndarray, _capi.error
+        rawc, gen = self._lib.cuda_lookupv_raw, self._dev_gen
         ref = weakref.ref(self)
 
         def lookup(table_ids, ids, output, *, offsets=None, stream=None):
             if alive[0]:
-                try:
-                    last = tls.last
-                except AttributeError:
-                    last = None
+                d = tls.__dict__
+                last = d.get("last")
                 if (
                     last is not None
                     and last[0] is table_ids
@@ -592,6 +633,25 @@ class EngramStore:
                     rc = raw(*last[6])
                     if rc:
                         raise error(rc, last[7])
+                    return None
+                c = d.get("cuda")  # the CUDA call's cache (_cuda_lookup)
+                if (
+                    c is not None
+                    and c[0] is table_ids
+                    and c[1] is ids
+                    and c[2] is output
+                    and c[3] is offsets
+                    and c[4] is stream
+                    and c[5] == gen[0]
+                    and c[6](ids) == c[7]
+                    and c[6](output) == c[8]
+                ):
+                    la = c[9]
+                    if stream is None:
+                        la.stream = c[10](c[11])
+                    rc = rawc(c[12], c[13])
+                    if rc:
+                        raise error(rc, c[14])
                     return None
             return EngramStore._lookup(ref(), table_ids, ids, output, offsets, stream)
 
@@ -622,6 +682,8 @@ class EngramStore:
             if key is table_ids:
                 tls.cols = (table_ids, cols)
         k, r = cols.k, cols.row_bytes
+        if type(output) is not _ndarray and _arrays.on_cuda(output):
+            return self._cuda_lookup(table_ids, cols, ids, output, offsets, stream)
         dt = ids.dtype if type(ids) is _ndarray else None
         shape = ids.shape if dt is not None else None
         if (dt is _I64 or dt is _I32) and len(shape) == 2 and shape[1] == k and ids.flags.c_contiguous:
@@ -721,20 +783,293 @@ class EngramStore:
         del keep, okeep
         return ns.value / n / 1e9
 
-    def warmup(self, table_ids: Sequence[str] | None = None) -> None:
-        """Do every one-time step before the first lookup. CPU lookups have
-        none but the column set of table_ids (built here when given, else
-        on first use); CUDA warmup (graph capture) is pending."""
+    def warmup(self, table_ids: Sequence[str] | None = None, *, device: Any = None, stream: Any = None) -> None:
+        """Do every one-time step before the first lookup, so that the
+        lookups after it may be captured in a CUDA graph.
+
+        CPU lookups have none but the column set of table_ids (built here
+        when given, else on first use). CUDA: the store is attached to the
+        device (its tables registered for zero-copy, or copied, per cuda=;
+        kernels loaded) and every kernel is run once on stream, which is
+        then synchronized. device: an ordinal, "cuda:N", a torch.device,
+        or None: torch's current device when torch has initialised CUDA,
+        else no CUDA step ("cpu" says so explicitly). Not while a stream
+        is being captured."""
         self._check_open()
         if table_ids is not None:
             self._columns(table_ids if type(table_ids) is tuple else tuple(table_ids))
+        ordinal = self._warmup_device(device)
+        if ordinal is None:
+            return
+        h = self._device(ordinal, None)
+        err = sk_error()
+        _capi.check(self._lib.cuda_warmup(h, self._stream_handle(stream, ordinal, None), err), err, "CUDA warmup")
+
+    def _warmup_device(self, device: Any) -> int | None:
+        if device is None:
+            torch = sys.modules.get("torch")
+            if torch is None or not torch.cuda.is_initialized():
+                return None
+            return torch.cuda.current_device()
+        if isinstance(device, bool):
+            raise TypeError("scatterkit: device is a bool: want an ordinal, 'cuda:N' or a torch.device")
+        if isinstance(device, int):
+            return device
+        kind, index = getattr(device, "type", None), getattr(device, "index", None)
+        if kind is None:
+            kind, _, n = str(device).partition(":")
+            index = int(n) if n.isdigit() else None
+        if kind == "cpu":
+            return None
+        if kind != "cuda":
+            raise ValueError(f"scatterkit: device {device!r}: want a CUDA device or 'cpu'")
+        if index is None:
+            torch = sys.modules.get("torch")
+            index = torch.cuda.current_device() if torch is not None else 0
+        return index
+
+    # ---- CUDA
+
+    def _device(self, ordinal: int, stream: int | None) -> int:
+        """The attachment of ordinal, made on first use (never inside a
+        capture of stream: attaching registers memory and loads kernels,
+        which a capture forbids)."""
+        h = self._devs.get(ordinal)
+        if h is not None:
+            return h
+        with self._dev_lock:
+            h = self._devs.get(ordinal)
+            if h is not None:
+                return h
+            if not self._open:
+                raise StoreClosedError("scatterkit: store closed")
+            if not self._lib.cuda:
+                raise NotImplementedError(
+                    f"scatterkit: CUDA lookups need libscatterkit_cuda.so and a CUDA driver; loaded {self._lib.path}"
+                    + (" (the driver did not initialise)" if _capi.driver() is None else "")
+                )
+            if self.remote is not None:
+                raise NotImplementedError(
+                    "scatterkit: lookups of a remote store into CUDA memory are not supported yet (issue 21): look up "
+                    "into store.empty(T, K) and copy it to the device"
+                )
+            drv = _capi.driver()
+            if stream is not None and drv is not None and drv.capturing(stream):
+                raise RuntimeError(
+                    f"scatterkit: the first CUDA lookup on device {ordinal} is inside a graph capture: call "
+                    f"store.warmup(device={ordinal}) before capturing (it attaches the store to the device, which a "
+                    "capture forbids)"
+                )
+            err, dh = sk_error(), _u64()
+            _capi.check(self._lib.cuda_attach(self._hc.value, ordinal, self._cuda_flags, dh, err), err, f"CUDA attach (device {ordinal})")
+            self._devs[ordinal] = h = dh.value
+            return h
+
+    def detach_cuda(self, device: Any = None) -> None:
+        """Release the store's CUDA attachments (all, or device's): waits
+        for the device's pending work, unregisters or frees the tables.
+        Graphs holding lookups of the attachment must be destroyed first.
+        The next CUDA lookup attaches again, mapping tables populated since."""
+        self._check_open()
+        with self._dev_lock:
+            if device is None:
+                take = list(self._devs)
+            else:
+                d = self._warmup_device(device)
+                take = [d] if d in self._devs else []
+            hs = [(d, self._devs.pop(d)) for d in take]
+        self._dev_gen[0] += 1
+        for d, h in hs:
+            self._dev_k.pop(d, None)
+            err = sk_error()
+            _capi.check(self._lib.cuda_detach(h, err), err, f"CUDA detach (device {d})")
+
+    def _current_stream_getter(self, out: Any):
+        """A function of the device ordinal giving the current stream for a
+        lookup into out with stream=None: torch's (its raw getter where
+        this torch has it: a Stream object per call costs microseconds),
+        or _stream_handle's answer."""
+        torch = sys.modules.get("torch")
+        if torch is not None and (out is None or _arrays.is_torch_like(out)) and torch.cuda.is_initialized():
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw is not None:
+                return raw
+            return lambda ordinal: torch.cuda.current_stream(ordinal).cuda_stream
+        return lambda ordinal: self._stream_handle(None, ordinal, out)
+
+    def _stream_handle(self, stream: Any, ordinal: int, out: Any) -> int:
+        """A CUstream for stream (see lookup)."""
+        if stream is None:
+            torch = sys.modules.get("torch")
+            if torch is not None and (out is None or _arrays.is_torch_like(out)) and torch.cuda.is_initialized():
+                raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+                return raw(ordinal) if raw is not None else torch.cuda.current_stream(ordinal).cuda_stream
+            cai = getattr(out, "__cuda_array_interface__", None) if out is not None else None
+            s = cai.get("stream") if isinstance(cai, dict) else None
+            if s == 1 or not s:
+                return 0  # the legacy default stream
+            return s  # 2 is the per-thread default stream, as the driver reads it
+        if isinstance(stream, bool):
+            raise TypeError("scatterkit: stream is a bool: want a torch.cuda.Stream, a cupy Stream or a CUstream handle")
+        if isinstance(stream, int):
+            if stream < 0:
+                raise ValueError(f"scatterkit: stream {stream}: a CUstream handle is not negative")
+            return stream
+        for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+            h = getattr(stream, attr, None)
+            if isinstance(h, int):
+                d = getattr(stream, "device", None)
+                di = getattr(d, "index", d if isinstance(d, int) else None)
+                if isinstance(di, int) and di != ordinal:
+                    raise ValueError(f"scatterkit: stream is on device {di}, the output on device {ordinal}")
+                return h
+        raise TypeError(
+            f"scatterkit: stream is a {type(stream).__name__}: want a torch.cuda.Stream, a cupy Stream or a CUstream handle"
+        )
+
+    def _cuda_lookup(self, table_ids: Any, cols: _Columns, ids: Any, output: Any, offsets: Any, stream: Any) -> None:
+        k, r = cols.k, cols.row_bytes
+        if not self._lib.cuda:
+            raise NotImplementedError(
+                f"scatterkit: CUDA lookups need libscatterkit_cuda.so and a CUDA driver; loaded {self._lib.path}"
+                + (" (the driver did not initialise)" if _capi.driver() is None else "")
+            )
+        o = describe(output, "output", cuda=True)
+        if o.dtype != "uint8":
+            raise ValueError(f"scatterkit: output is {o.dtype}: want uint8 (view other dtypes as bytes)")
+        if type(ids) is _ndarray:
+            raise ValueError(f"scatterkit: ids are in host memory, the output on CUDA device {o.device}: want the ids on the output's device")
+        a = describe(ids, "ids", cuda=True)
+        if a.device != o.device:
+            where = "host memory" if a.device < 0 else f"CUDA device {a.device}"
+            raise ValueError(f"scatterkit: ids are in {where}, the output on CUDA device {o.device}: want the ids on the output's device")
+        bits = _ID_BITS.get(a.dtype)
+        if bits is None:
+            raise ValueError(f"scatterkit: ids are {a.dtype}: want int32 or int64")
+        if len(a.shape) != 2 or a.shape[1] != k:
+            raise ValueError(f"scatterkit: ids have shape {a.shape}: want [T, {k}] (one column per table id)")
+        if not a.c_contiguous():
+            raise ValueError(f"scatterkit: ids with strides {a.strides} are not C-contiguous")
+        t = a.shape[0]
+        base, n, off, ts, ks = _output_geometry(o.ptr, o.shape, o.strides, o.readonly, t, k, r)
+        offs = okeep = None
+        if offsets is not None:
+            if not isinstance(offsets, (list, tuple, _ndarray)) and _arrays.on_cuda(offsets):
+                raise ValueError("scatterkit: offsets are in CUDA memory: they are read on the host when the lookup is enqueued (pass a list or a CPU array)")
+            offs, okeep = _offsets(offsets, k)
+        if t == 0:
+            return None
+        if a.ptr < base + n and base < a.ptr + a.nbytes:
+            raise ValueError("scatterkit: output overlaps ids")
+        s = self._stream_handle(stream, o.device, output)
+        gen = self._dev_gen[0]
+        dev = self._device(o.device, s)
+        tls = self._tls
+        err = tls.__dict__.get("cuda_err")
+        if err is None:
+            err = tls.cuda_err = sk_error()
+        la = _capi.sk_cuda_lookup_args(
+            dev, cols.handle.value, s, t, k, bits, a.ptr, base, n, off, ts, ks, None if offs is None else offs.value
+        )
+        args = (ctypes.byref(la), ctypes.byref(err))
+        self._dev_k[o.device] = k
+        # The repeat's cache (the closure's hot path): immutable names and
+        # offsets only, ids and output unchanged (pointer, shape, strides).
+        if type(table_ids) is tuple and (offsets is None or isinstance(offsets, (tuple, _ndarray))):
+            fp = _arrays.cuda_fingerprinter(ids, output)
+            if fp is not None:
+                tls.cuda = (
+                    table_ids, ids, output, offsets, stream, gen, fp, fp(ids), fp(output), la,
+                    self._current_stream_getter(output), o.device, args[0], args[1], err, (a.keep, o.keep, okeep),
+                )
+        rc = self._lib.cuda_lookupv_raw(*args)
+        if rc:
+            raise _capi.error(rc, err)
+        return None
+
+    def check_status(self, stream: Any = None, *, device: Any = None) -> None:
+        """Synchronize stream (default: torch's current stream of the
+        device), then raise RowIDError for the first bad id that a CUDA
+        lookup met since the last check (on device, default every attached
+        device), its (t, k) decoded with the K of the device's last lookup.
+        Its row (every row, with cuda_strict) was left untouched. Lookups
+        on other streams: synchronize them first."""
+        self._check_open()
+        if device is None:
+            ords = list(self._devs)
+        else:
+            d = self._warmup_device(device)
+            ords = [d] if d in self._devs else []
+        for d in ords:
+            h = self._devs.get(d)
+            if h is None:
+                continue
+            err = sk_error()
+            rc = self._lib.cuda_status(h, self._stream_handle(stream, d, None), self._dev_k.get(d, 1), err)
+            if rc == _capi.SK_EID:
+                raise RowIDError(
+                    f"{err.msg.decode('utf-8', 'replace')} (device {d}: the id at (t={err.t}, k={err.k}) is in device "
+                    "memory; its row was left untouched)",
+                    err.t, err.k, -1,
+                )
+            _capi.check(rc, err, f"CUDA status (device {d})")
+
+    def bench_replay(self, graph: Any, n: int, *, device: Any = None, stream: Any = None) -> float:
+        """A graph captured elsewhere (a torch.cuda.CUDAGraph, or a raw
+        CUgraphExec handle) launched n times by the Go loop that
+        bench_graph times its own graph with (sk_cuda_bench_replay):
+        seconds per launch. Beside bench_graph it compares two captures'
+        contents under one launcher (benchmarks)."""
+        self._check_open()
+        if isinstance(graph, int) and not isinstance(graph, bool):
+            exec_ = graph
+        else:
+            get = getattr(graph, "raw_cuda_graph_exec", None)
+            if get is None:
+                raise NotImplementedError("scatterkit: this graph object gives no raw CUgraphExec (torch >= 2.5 does)")
+            exec_ = get()
+            exec_ = exec_ if isinstance(exec_, int) else int(exec_)
+        ordinal = self._warmup_device(0 if device is None and "torch" not in sys.modules else device)
+        if ordinal is None:
+            raise ValueError("scatterkit: bench_replay wants a CUDA device")
+        s = self._stream_handle(stream, ordinal, None)
+        dev = self._device(ordinal, s)
+        err, ns = sk_error(), _i64()
+        _capi.check(self._lib.cuda_bench_replay(dev, exec_, s, n, ctypes.byref(ns), err), err)
+        return ns.value / n / 1e9
+
+    def bench_graph(self, table_ids: Sequence[str], ids: Any, output: Any, n: int, *, offsets: Any = None, stream: Any = None) -> float:
+        """The same CUDA lookup captured into a graph in Go and replayed n
+        times (sk_cuda_bench_graph): seconds per replay, the Go-side
+        ceiling of a lookup replayed from torch.cuda.graph (benchmarks).
+        stream must not be the legacy default stream."""
+        self._check_open()
+        cols = self._columns(table_ids if type(table_ids) is tuple else tuple(table_ids))
+        o = describe(output, "output", cuda=True)
+        a = describe(ids, "ids", cuda=True)
+        if o.device < 0 or a.device != o.device:
+            raise ValueError("scatterkit: bench_graph wants ids and output on one CUDA device")
+        t = a.shape[0]
+        base, nb, off, ts, ks = _output_geometry(o.ptr, o.shape, o.strides, o.readonly, t, cols.k, cols.row_bytes)
+        offs, okeep = _offsets(offsets, cols.k) if offsets is not None else (None, None)
+        s = self._stream_handle(stream, o.device, output)
+        dev = self._device(o.device, s)
+        err, ns = sk_error(), _i64()
+        rc = self._lib.cuda_bench_graph(
+            dev, cols.handle, s, t, cols.k, a.ptr, _ID_BITS[a.dtype], base, nb, off, ts, ks, offs, n, ctypes.byref(ns), err
+        )
+        del okeep
+        _capi.check(rc, err)
+        return ns.value / n / 1e9
 
     def empty(self, T: int, K: int, *, like: Any = None, row_bytes: int | None = None) -> Any:
         """A new uint8 [T,K,R] output in memory the store provides: on a
         remote store registered memory the owner writes into (a lookup into
         it lands in place, no copy); on a local store ordinary memory.
         like="torch" (or a torch tensor) returns a torch CPU tensor view.
-        The memory is freed when the last array or tensor over it goes."""
+        The memory is freed when the last array or tensor over it goes.
+        like="cuda" (or "cuda:N", or a CUDA tensor) on a local store: a new
+        torch uint8 tensor on that device."""
         self._check_open()
         T, K = operator.index(T), operator.index(K)
         r = self._row_bytes if row_bytes is None else operator.index(row_bytes)
@@ -743,16 +1078,26 @@ class EngramStore:
         if T < 0 or K < 0 or r < 1:
             raise ValueError(f"scatterkit: empty({T}, {K}) of {r}-byte rows")
         n = T * K * r
+        cuda = getattr(like, "is_cuda", False) or (isinstance(like, str) and like.startswith("cuda"))
+        if cuda:
+            if self.remote is not None:
+                raise NotImplementedError(
+                    "scatterkit: remote lookups into CUDA memory are not supported yet (issue 21): empty(T, K) gives "
+                    "registered host memory to look up into and copy"
+                )
+            if cuda_device_count() == 0:
+                raise NotImplementedError(f"scatterkit: empty(like={like!r}): no CUDA device here (library {self._lib.path})")
+            import torch
+
+            return torch.empty((T, K, r), dtype=torch.uint8, device=like.device if hasattr(like, "device") else like)
         arr = self._native.buffer(n).array().reshape(T, K, r) if n else np.empty((T, K, r), np.uint8)
         if like is None or like == "numpy" or isinstance(like, np.ndarray):
             return arr
-        if like == "cuda" or getattr(like, "is_cuda", False):
-            raise NotImplementedError(CUDA_PENDING)
         if like == "torch" or _arrays.is_torch_like(like):
             import torch
 
             return torch.from_numpy(arr)
-        raise ValueError(f"scatterkit: like={like!r}: want None, 'numpy' or 'torch'")
+        raise ValueError(f"scatterkit: like={like!r}: want None, 'numpy', 'torch' or 'cuda'")
 
     def serve(self, transport: str = "tcp", addr: str = "") -> Server:
         """Serve this local store's populated tables to remote stores (for
@@ -1024,6 +1369,13 @@ def _output_args(x: Any, t: int, k: int, r: int) -> tuple:
         if o.dtype != "uint8":
             raise ValueError(f"scatterkit: output is {o.dtype}: want uint8 (view other dtypes as bytes)")
         ptr, shape, strides, ro = o.ptr, o.shape, o.strides, o.readonly
+    g = _output_geometry(ptr, shape, strides, ro, t, k, r)
+    return (_vp(g[0]), _i64(g[1]), _i64(g[2]), _i64(g[3]), _i64(g[4])), g[0], g[0] + g[1]
+
+
+def _output_geometry(ptr: int, shape: tuple, strides: tuple, ro: bool, t: int, k: int, r: int) -> tuple:
+    """(base, len, off, tstride, kstride) of a checked output (see
+    _output_args), host or device memory alike."""
     if ro:
         raise ValueError("scatterkit: output is read-only")
     if len(shape) != 3 or shape[2] != r:
@@ -1044,7 +1396,7 @@ def _output_args(x: Any, t: int, k: int, r: int) -> tuple:
             else:
                 hi += (n - 1) * s
         hi += r
-    return (_vp(lo), _i64(hi - lo), _i64(ptr - lo), _i64(ts), _i64(ks)), lo, hi
+    return lo, hi - lo, ptr - lo, ts, ks
 
 
 def _offsets(x: Any, k: int):

@@ -6,6 +6,7 @@ rows of ids other than -1, and a failed call must write nothing.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -447,40 +448,131 @@ def test_lookup_unpopulated(make_store, rng):
     assert (out == before).all()
 
 
-def test_cuda_pending():
-    class FakeCudaTensor:  # torch-like, on a CUDA device
-        class device:
-            type = "cuda"
+class FakeCudaTensor:
+    """torch-like, on CUDA device 0 (nothing behind its pointer)."""
 
-        def data_ptr(self):
-            return 0
+    is_cuda = True
+    dtype = "torch.uint8"
+    layout = "torch.strided"
 
-        def stride(self):
-            return (1,)
+    class device:
+        type = "cuda"
+        index = 0
 
-        def element_size(self):
-            return 1
+    def __init__(self, shape=(1, 1, 8), item=1, dtype="torch.uint8", ptr=0x7F0000000000):
+        self.shape, self.item, self.dtype, self.ptr = shape, item, dtype, ptr
 
-    class FakeCupy:
-        __cuda_array_interface__ = {"shape": (1, 1), "typestr": "<i8", "data": (0, False), "version": 3}
+    def data_ptr(self):
+        return self.ptr
 
+    def stride(self):
+        acc, out = 1, []
+        for d in reversed(self.shape):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+    def element_size(self):
+        return self.item
+
+
+def test_cuda_descriptions():
+    """Device memory is described with its device, and refused where host
+    memory is read (a pointer there must not be dereferenced)."""
+    from scatterkit._arrays import describe, on_cuda
+
+    x = FakeCudaTensor()
+    assert on_cuda(x) and not on_cuda(np.zeros(3)) and not on_cuda(b"ab")
+    with pytest.raises(ValueError, match="CUDA memory"):
+        describe(x, "ids")
+    a = describe(x, "ids", cuda=True)
+    assert a.device == 0 and a.ptr == 0x7F0000000000 and a.shape == (1, 1, 8) and a.strides == (8, 8, 1)
+    assert describe(np.zeros(3), "x", cuda=True).device == -1
+
+
+def test_cuda_interface_without_driver(monkeypatch):
+    """A __cuda_array_interface__ object where no CUDA driver initialises:
+    NotImplementedError, never a host read of its pointer."""
+    from scatterkit import _capi
     from scatterkit._arrays import describe
 
-    for x in (FakeCudaTensor(), FakeCupy()):
-        with pytest.raises(NotImplementedError, match="CUDA"):
-            describe(x, "ids")
-
-
-def test_cuda_pending_in_calls(make_store, rng):
-    s, _ = make_store({"a": (10, 8)})
+    monkeypatch.setattr(_capi, "_driver", None)
+    monkeypatch.setattr(_capi, "_driver_tried", True)
 
     class FakeCupy:
-        __cuda_array_interface__ = {"shape": (1, 1, 8), "typestr": "|u1", "data": (0, False), "version": 3}
+        __cuda_array_interface__ = {"shape": (1, 1), "typestr": "<i8", "data": (0x1000, False), "version": 3}
 
-    with pytest.raises(NotImplementedError):
-        s.lookup(("a",), np.zeros((1, 1), np.int64), FakeCupy())
+    with pytest.raises(NotImplementedError, match="CUDA driver"):
+        describe(FakeCupy(), "ids", cuda=True)
+    with pytest.raises(NotImplementedError, match="CUDA driver"):
+        describe(FakeCupy(), "ids")
+
+
+def test_cuda_calls_on_cpu_library(make_store, rng):
+    """Where only libscatterkit.so is loaded (no CUDA), CUDA calls raise
+    NotImplementedError or ValueError and change nothing; CPU calls go on."""
+    from scatterkit import engram
+
+    s, rows = make_store({"a": (10, 8)})
+    if s._lib.cuda:
+        pytest.skip("the CUDA library is loaded: tests/test_cuda.py covers it")
+    assert engram.cuda_device_count() == 0
+    with pytest.raises(NotImplementedError, match="libscatterkit_cuda"):
+        s.lookup(("a",), FakeCudaTensor((1, 1), 8, "torch.int64", 0x7F0000100000), FakeCudaTensor())
+    with pytest.raises(NotImplementedError, match="libscatterkit_cuda"):  # ids on the host, output on a device
+        s.lookup(("a",), np.zeros((1, 1), np.int64), FakeCudaTensor())
+    with pytest.raises(ValueError, match="CUDA memory"):  # ids on a device, output on the host
+        s.lookup(("a",), FakeCudaTensor((1, 1), 8, "torch.int64"), np.zeros((1, 1, 8), np.uint8))
     with pytest.raises(NotImplementedError):
         s.empty(1, 1, like="cuda")
+    with pytest.raises(NotImplementedError):
+        s.warmup(device=0)
+    s.warmup(device="cpu")
+    s.check_status()  # no attachment: nothing to report
+    s.detach_cuda()
+    ids = np.array([[3]], np.int64)
+    out, _ = poisoned(rng, (1, 1, 8))
+    s.lookup(("a",), ids, out)
+    assert (out[0, 0] == rows["a"][3]).all()
+
+
+def test_cuda_options(tmp_path):
+    with pytest.raises(ValueError, match="cuda="):
+        EngramStore(tables={"a": {"num_rows": 1, "row_bytes": 8}}, local_dir=tmp_path, cuda="pinned")
+
+
+def test_stream_handles(make_store):
+    """stream= accepts raw handles and stream objects, refuses the rest."""
+    s, _ = make_store({"a": (10, 8)})
+
+    class TorchStream:
+        cuda_stream = 0x1234
+        device = type("dev", (), {"index": 0})()
+
+    class CupyStream:
+        ptr = 0x5678
+
+    assert s._stream_handle(7, 0, None) == 7
+    assert s._stream_handle(TorchStream(), 0, None) == 0x1234
+    assert s._stream_handle(CupyStream(), 0, None) == 0x5678
+    with pytest.raises(ValueError, match="device 0"):
+        s._stream_handle(TorchStream(), 1, None)
+    with pytest.raises(TypeError):
+        s._stream_handle(True, 0, None)
+    with pytest.raises(TypeError):
+        s._stream_handle("s", 0, None)
+    with pytest.raises(ValueError):
+        s._stream_handle(-1, 0, None)
+
+    class Cai:
+        def __init__(self, stream):
+            self.__cuda_array_interface__ = {"shape": (1,), "typestr": "|u1", "data": (0, False), "version": 3, "stream": stream}
+
+    if "torch" not in sys.modules:  # torch's current stream takes precedence once imported and initialised
+        assert s._stream_handle(None, 0, Cai(1)) == 0  # legacy default
+        assert s._stream_handle(None, 0, Cai(2)) == 2  # per-thread default
+        assert s._stream_handle(None, 0, Cai(0xABC)) == 0xABC
+        assert s._stream_handle(None, 0, None) == 0
 
 
 # ---- remove, close, lifetimes
