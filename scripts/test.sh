@@ -87,10 +87,17 @@ if ! $py -c 'import numpy, pytest, torch, setuptools' 2>/dev/null && [ "$(id -u)
 		python3-numpy python3-pytest python3-torch python3-setuptools >/dev/null
 fi
 cp -r tools/python "$tmp/pysrc"
-rm -rf "$tmp/pysrc/build" "$tmp/pysrc/scatterkit/libscatterkit.so"
+rm -rf "$tmp/pysrc/build" "$tmp/pysrc/scatterkit/"libscatterkit*.so
 if $py -m pip --version >/dev/null 2>&1; then
-	SCATTERKIT_GO_MODULE="$PWD/tools" $py -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+	# The install builds both libraries (SCATTERKIT_BUILD_CUDA=1, against the
+	# cached CUDA headers and stub libcuda): the package a GPU machine gets.
+	# Here no driver initialises, so the package loads libscatterkit.so.
+	cuda_cache=$(bash scripts/cuda-headers.sh)
+	SCATTERKIT_GO_MODULE="$PWD/tools" SCATTERKIT_BUILD_CUDA=1 CGO_CFLAGS="-I$cuda_cache/root/usr/include" \
+		CGO_LDFLAGS="-L$cuda_cache/root/usr/lib/x86_64-linux-gnu/stubs" \
+		$py -m pip install -q --disable-pip-version-check --root-user-action=ignore \
 		--no-build-isolation --no-deps --no-index --target "$tmp/pyinstall" "$tmp/pysrc"
+	test -f "$tmp/pyinstall/scatterkit/libscatterkit_cuda.so"
 	pylib="$tmp/pyinstall/scatterkit/libscatterkit.so"
 	(cd "$tmp" && PYTHONPATH="$tmp/pyinstall" $py -c 'import scatterkit, scatterkit.engram as e, tempfile
 s = e.EngramStore(tables={"t": {"num_rows": 1, "row_bytes": 1}}, local_dir=tempfile.mkdtemp())

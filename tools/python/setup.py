@@ -7,7 +7,14 @@ build_py runs the Go toolchain on tools/capi (the C ABI, docs/capi.md):
 in the tools module next to this directory (tools/python/..). Environment:
 
 - SCATTERKIT_PREBUILT_LIB: a libscatterkit.so to package instead of
-  building one (CI builds it once with scripts/build-capi.sh);
+  building one (CI builds it once with scripts/build-capi.sh), and
+  SCATTERKIT_PREBUILT_CUDA_LIB likewise for libscatterkit_cuda.so;
+- SCATTERKIT_BUILD_CUDA: "auto" (default: also build libscatterkit_cuda.so,
+  `go build -tags cuda`, where CUDA's cuda.h is found, in CGO_CFLAGS's -I
+  folders, $CUDA_HOME/include, /usr/local/cuda/include or /usr/include;
+  a failed CUDA build is then a warning), "1" (it must build), "0" (never).
+  One package serves both kinds of machine: at import the package loads
+  the CUDA library only where the driver initialises (docs/python.md);
 - SCATTERKIT_GO_MODULE: the tools module directory, when the package is
   built outside its checkout;
 - GO: the go binary (default: go on PATH).
@@ -26,6 +33,27 @@ from setuptools.dist import Distribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = "libscatterkit.so"
+CUDA_LIB = "libscatterkit_cuda.so"
+
+
+def cuda_header_dirs() -> list:
+    dirs = [f[2:] for f in os.environ.get("CGO_CFLAGS", "").split() if f.startswith("-I")]
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        dirs.append(os.path.join(home, "include"))
+    return dirs + ["/usr/local/cuda/include", "/usr/include"]
+
+
+def want_cuda() -> bool:
+    mode = os.environ.get("SCATTERKIT_BUILD_CUDA", "auto").lower()
+    if mode in ("0", "no", "off", "false"):
+        return False
+    found = any(os.path.exists(os.path.join(d, "cuda.h")) for d in cuda_header_dirs())
+    if mode in ("1", "yes", "on", "true"):
+        if not found:
+            raise SystemExit("scatterkit: SCATTERKIT_BUILD_CUDA=1 but no cuda.h (set CGO_CFLAGS=-I<dir> or CUDA_HOME)")
+        return True
+    return found
 
 
 def go_module() -> str:
@@ -47,15 +75,30 @@ class BuildPyWithLibrary(build_py):
         prebuilt = os.environ.get("SCATTERKIT_PREBUILT_LIB")
         if prebuilt:
             shutil.copyfile(prebuilt, dest)
+            cuda = os.environ.get("SCATTERKIT_PREBUILT_CUDA_LIB")
+            if cuda:
+                shutil.copyfile(cuda, os.path.join(dest_dir, CUDA_LIB))
             return
+        self.go_build(dest, [])
+        if want_cuda():
+            strict = os.environ.get("SCATTERKIT_BUILD_CUDA", "auto").lower() in ("1", "yes", "on", "true")
+            try:
+                self.go_build(os.path.join(dest_dir, CUDA_LIB), ["-tags", "cuda"])
+            except subprocess.CalledProcessError:
+                if strict:
+                    raise
+                print("scatterkit: warning: libscatterkit_cuda.so did not build; the package does CPU lookups only")
+
+    def go_build(self, dest: str, tags: list) -> None:
         go = os.environ.get("GO", "go")
-        cmd = [go, "build", "-buildmode=c-shared", "-trimpath", "-o", dest, "./capi"]
+        cmd = [go, "build", *tags, "-buildmode=c-shared", "-trimpath", "-o", dest, "./capi"]
         print("scatterkit: " + " ".join(cmd))
+        env = dict(os.environ, CGO_ENABLED="1")
         try:
-            subprocess.run(cmd, cwd=go_module(), check=True)
+            subprocess.run(cmd, cwd=go_module(), check=True, env=env)
         except FileNotFoundError:
             raise SystemExit("scatterkit: the Go toolchain (go) is needed to build libscatterkit.so") from None
-        header = os.path.join(dest_dir, "libscatterkit.h")  # go writes the cgo header next to it
+        header = dest[: -len(".so")] + ".h"  # go writes the cgo header next to it
         if os.path.exists(header):
             os.remove(header)
 

@@ -43,7 +43,7 @@ def dequantize(rows: torch.Tensor) -> torch.Tensor:
     if hasattr(torch, "float8_e4m3fn"):
         x = q.contiguous().view(torch.float8_e4m3fn).to(torch.float32)
     else:
-        x = _E4M3[q.long()]
+        x = _E4M3.to(q.device)[q.long()]
     x = x.unflatten(-1, (DIM // BLOCK, BLOCK)) * scales[..., None]
     return x.flatten(-2).to(torch.bfloat16)
 
@@ -64,17 +64,24 @@ class EngramLayerInput:
         store.warmup(self.names)
 
     def __call__(self, hash_ids: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """hash_ids: int64 [T, 24], -1 where a position has no n-gram yet.
-        Returns bfloat16 [T, 24, 256]; a -1 leaves its row as it was in
-        rows (zeros when rows is not given)."""
+        """hash_ids: int64 [T, 24] on the CPU or a CUDA device, -1 where a
+        position has no n-gram yet. Returns bfloat16 [T, 24, 256] on the
+        same device; a -1 leaves its row as it was in rows (zeros when rows
+        is not given). On CUDA the lookup is enqueued on the current stream,
+        so the dequantisation after it (same stream) sees its rows."""
         if rows is None:
-            rows = torch.zeros((hash_ids.shape[0], COLUMNS, ROW), dtype=torch.uint8)
+            rows = torch.zeros((hash_ids.shape[0], COLUMNS, ROW), dtype=torch.uint8, device=hash_ids.device)
         self.store.lookup(self.names, hash_ids, rows, offsets=self.offsets)
         return dequantize(rows)
 
 
-def main(local_dir: str | None = None) -> None:
+def main(local_dir: str | None = None, device: str | None = None) -> None:
     import tempfile
+
+    from scatterkit.engram import cuda_device_count
+
+    if device is None:  # CUDA where this machine has it (the GPU machine), else the CPU
+        device = "cuda" if torch.cuda.is_available() and cuda_device_count() > 0 else "cpu"
 
     rng = np.random.default_rng(0)
     vocab = [int(v) for v in rng.integers(500, 3000, COLUMNS)]  # primes in a real model
@@ -96,7 +103,7 @@ def main(local_dir: str | None = None) -> None:
         T = 16
         hash_ids = torch.from_numpy(np.stack([rng.integers(0, v, T) for v in vocab], axis=1))
         hash_ids[:2, :HEADS] = -1  # the first tokens have no 2-gram
-        emb = engram(hash_ids)  # [T, 24, 256] bfloat16
+        emb = engram(hash_ids.to(device)).cpu()  # [T, 24, 256] bfloat16
 
         starts = np.cumsum([0, *vocab[:-1]])
         ids = hash_ids.numpy()
@@ -105,7 +112,7 @@ def main(local_dir: str | None = None) -> None:
         assert emb.shape == (T, COLUMNS, DIM) and emb.dtype == torch.bfloat16
         assert torch.equal(emb, want) and not emb[:2, :HEADS].any()
         per_ngram = emb.unflatten(1, (NGRAMS, HEADS))  # [T, 3, 8, 256] for the model's gate
-        print(f"ok: {T} tokens x {COLUMNS} columns -> {tuple(per_ngram.shape)} {per_ngram.dtype}")
+        print(f"ok: {T} tokens x {COLUMNS} columns -> {tuple(per_ngram.shape)} {per_ngram.dtype} ({device})")
 
 
 if __name__ == "__main__":

@@ -23,8 +23,21 @@ def example(torch):
 
 
 def test_example_runs(example, tmp_path, capsys):
-    example.main(str(tmp_path))
+    example.main(str(tmp_path / "cpu"), device="cpu")
     assert capsys.readouterr().out.startswith("ok: 16 tokens x 24 columns")
+
+
+def test_example_runs_on_cuda(example, tmp_path, capsys, torch):
+    """On the GPU machine: the adapter with CUDA hash ids (rows looked up
+    into a CUDA tensor on the current stream, dequantised there)."""
+    from scatterkit.engram import cuda_device_count
+
+    if not torch.cuda.is_available() or cuda_device_count() == 0:
+        if os.environ.get("REQUIRE_CUDA") == "1":
+            pytest.fail("REQUIRE_CUDA=1: no CUDA here")
+        pytest.skip("no CUDA here")
+    example.main(str(tmp_path / "cuda"), device="cuda")
+    assert capsys.readouterr().out.rstrip().endswith("(cuda)")
 
 
 def test_e4m3_values(example, torch):

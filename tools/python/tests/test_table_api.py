@@ -335,6 +335,42 @@ def test_hot_path_sees_changes(make_store, rng, torch):
     assert torch.equal(tout, torch.from_numpy(rows["a"][np.zeros((6, 4), np.int64)]))
 
 
+def test_hot_path_new_ids_arrays(make_store, rng):
+    """A new ids array per call (same shape and dtype) goes through the
+    prepared arguments: each call reads its own array, an old array used
+    again is read again, -1 still skips, and ids that overlap the output,
+    are strided or of another dtype take the checked path."""
+    s, rows = make_store({"a": (300, 16), "b": (300, 16)})
+    names = ("a", "b")
+    out, _ = poisoned(rng, (5, 2, 16))
+    olds = []
+    for i in range(6):
+        ids = rand_ids(rng, 5, [300, 300], skip=0.2)
+        before = out.copy()
+        s.lookup(names, ids, out)
+        want = before.copy()
+        for k, n in enumerate(names):
+            hit = ids[:, k] != -1
+            want[hit, k] = rows[n][ids[hit, k]]
+        assert (out == want).all(), i
+        olds.append(ids)
+    s.lookup(names, olds[1], out)  # an earlier array again
+    for k, n in enumerate(names):
+        hit = olds[1][:, k] != -1
+        assert (out[hit, k] == rows[n][olds[1][hit, k]]).all()
+    with pytest.raises(ValueError, match="int32 or int64"):
+        s.lookup(names, olds[2].astype(np.float64), out)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        s.lookup(names, np.zeros((5, 4), np.int64)[:, ::2], out)
+    buf = np.zeros(5 * 2 * 16 + 80, np.uint8)  # ids inside the output's bytes
+    o2 = buf[:160].reshape(5, 2, 16)
+    s.lookup(names, olds[0], o2)
+    with pytest.raises(ValueError, match="overlaps"):
+        s.lookup(names, buf[:80].view(np.int64).reshape(5, 2), o2)
+    with pytest.raises(ValueError, match="overlaps"):
+        s.lookup(names, buf[80:160].view(np.int64).reshape(5, 2), o2)
+
+
 def test_lookup_torch(make_store, rng, torch):
     s, rows = make_store({"a": (90, R), "b": (30, R)})
     names = ("b", "a", "a")
