@@ -62,6 +62,7 @@ type fixtureConfig struct {
 	link       verbs.LinkParams // zero: manySmallLink
 	engine     engine.Config
 	reqStaging bool // requester staging for WRITE gather (exposed where the backend allows)
+	reqPool    bufferpool.Config // its pool (zero: 4 MiB, 64 KiB slots)
 	lanes      int
 	proxy      bool // tcp only: connect through a faultproxy (fixture.px)
 }
@@ -130,8 +131,11 @@ func newFixture(t testing.TB, r *rand.Rand, cfg fixtureConfig) *fixture {
 		ecfg.Calibration = &testCalibration
 	}
 	if cfg.reqStaging {
-		f.reqStaging, err = staging.New(f.req, bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true},
-			verbs.AccessLocal|verbs.AccessRemoteRead)
+		rp := cfg.reqPool
+		if rp.Budget == 0 {
+			rp = bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true}
+		}
+		f.reqStaging, err = staging.New(f.req, rp, verbs.AccessLocal|verbs.AccessRemoteRead)
 		require.NoError(t, err)
 		if cfg.backend.exposeRegistered {
 			opts.Expose = append(opts.Expose, f.reqStaging.Export("staging"))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/internal/packstream"
@@ -102,25 +103,37 @@ func classify(err error) Fallback {
 // call sends one command and decodes the owner's reply; for an inline
 // reply it returns the payload (in op.g.respBuf, valid until the next call).
 func (op *Operation) call(cmd []byte, st *gatherwire.Stats) (time.Duration, []byte, error) {
+	d, resp, err := op.callBuf(cmd, op.g.respBuf, st)
+	if cap(resp) > cap(op.g.respBuf) {
+		op.g.respBuf = resp[:0]
+	}
+	if err != nil {
+		return d, nil, err
+	}
+	return d, resp[gatherwire.ReplySize:], nil
+}
+
+// callBuf is call with the reply appended to buf[:0]: the reply (whole,
+// its stats header included, for the caller to keep as its buffer) and
+// the decoded stats. Concurrent calls of one operation (WRITE chunks) each
+// bring their own buf.
+func (op *Operation) callBuf(cmd, buf []byte, st *gatherwire.Stats) (time.Duration, []byte, error) {
 	stage.Begin(op.id, stage.Control)
 	t := time.Now()
 	// The call ends with the engine or the Conn, not with the operation's
 	// context: once that ends, the owner may still be writing the
 	// destination, so the abort fence (abort.go) ends the call by closing
 	// the Conn if it has not answered within AbortGrace.
-	resp, err := op.cs.conn.Call(op.e.ctx, gatherwire.MethodGather, cmd, op.g.respBuf[:0])
+	resp, err := op.cs.conn.Call(op.e.ctx, gatherwire.MethodGather, cmd, buf[:0])
 	d := time.Since(t)
 	stage.End(op.id, stage.Control, uint64(len(cmd)))
-	if cap(resp) > cap(op.g.respBuf) {
-		op.g.respBuf = resp[:0]
-	}
 	if err != nil {
-		return d, nil, fmt.Errorf("verbs: gather call: %w", err)
+		return d, resp, fmt.Errorf("verbs: gather call: %w", err)
 	}
 	if err := gatherwire.DecodeReply(st, resp); err != nil {
-		return d, nil, err
+		return d, resp, err
 	}
-	return d, resp[gatherwire.ReplySize:], nil
+	return d, resp, nil
 }
 
 // gatherRead sends the READ command; the owner's bulk WRITEs have landed
@@ -206,12 +219,16 @@ func (op *Operation) addOwnerStats(st *gatherwire.Stats, call time.Duration) {
 	t.Waves++
 }
 
-// gatherWrite stages the payload in waves of at most slots*chunk bytes
-// and has the owner read and scatter each wave.
+// gatherWrite stages the payload chunk by chunk, each chunk packed into a
+// lease of C bytes of the requester's staging, and has the owner read and
+// scatter each one (a command per chunk), with up to P chunks in flight:
+// the next chunk is packed while the owner reads the ones before it. The
+// staging held at once is at most P leases of C (Trace.StagingPeak), never
+// one lease of C x P that the pool would round up.
 func (op *Operation) gatherWrite() (error, Fallback) {
 	stg := op.e.cfg.Staging
 	pool, key := stg.Pool(), stg.Region().Key()
-	waveBytes := op.g.chunk * int64(op.g.slots)
+	chunk, slots := op.g.chunk, max(op.g.slots, 1)
 	local := op.sop.Local.Bytes()[op.sop.LocalOff : op.sop.LocalOff+op.sop.Plan.SrcExtent]
 	plan := op.gatherPlan()
 	var rows packstream.RowCursor
@@ -221,69 +238,140 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 	} else {
 		rng.Init(plan.Ranges)
 	}
+	done := func() bool {
+		if plan.Form == planfmt.FormRows {
+			return rows.Done()
+		}
+		return rng.Done()
+	}
+	for len(op.g.wslots) < slots {
+		op.g.wslots = append(op.g.wslots, &writeSlot{})
+	}
+	if cap(op.g.wdone) < slots {
+		op.g.wdone = make(chan *writeSlot, slots)
+	}
+	free := op.g.wfree[:0]
+	for _, w := range op.g.wslots[:slots] {
+		free = append(free, w)
+	}
 	runs := packstream.RunCursor{Runs: op.g.runs}
 	var stream uint64
 	var packTime time.Duration
-	for wave := 0; ; wave++ {
-		if plan.Form == planfmt.FormRows && rows.Done() || plan.Form != planfmt.FormRows && rng.Done() {
+	var held, peak int64
+	var first error
+	firstFb := FallbackNone
+	fail := func(err error, fb Fallback) {
+		if first == nil {
+			first, firstFb = err, fb
+		}
+	}
+	inflight := 0
+	for wave := 0; ; {
+		// Issue while a slot is free and there is payload left.
+		if first == nil && len(free) > 0 && !done() {
+			if err := op.ctx.Err(); err != nil {
+				fail(err, FallbackAborted)
+				continue
+			}
+			lease, err := pool.AcquireTimeout(int(chunk), op.e.cfg.StagingTimeout)
+			if err != nil {
+				fail(fmt.Errorf("verbs: write staging: %w", err), FallbackExhausted)
+				continue
+			}
+			held += int64(lease.Class())
+			peak = max(peak, held)
+			w := free[len(free)-1]
+			free = free[:len(free)-1]
+			w.lease = lease
+			buf := lease.Bytes()[:chunk]
+			cid := stage.ChunkID(op.id, wave)
+			stage.Begin(cid, stage.Pack)
+			t := time.Now()
+			if plan.Form == planfmt.FormRows {
+				w.n = rows.PackInto(buf)
+			} else {
+				w.n = rng.PackInto(buf, local)
+			}
+			packTime += time.Since(t)
+			stage.End(cid, stage.Pack, uint64(w.n))
+			ranges := w.ranges[:0]
+			runs.Each(stream, stream+uint64(w.n), func(dst, at, l uint64) {
+				ranges = append(ranges, planfmt.Range{Src: at - stream, Dst: dst, Len: l})
+			})
+			w.ranges = ranges
+			cmd := planfmt.Command{
+				OpID: op.id, Dir: planfmt.Write,
+				Src:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: uint64(w.n)},
+				Dst:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.DstExtent},
+				Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
+				Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(w.n), DstExtent: op.sop.Plan.DstExtent, Ranges: ranges},
+			}
+			w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
+			stream += uint64(w.n)
+			wave++
+			if err != nil {
+				held -= int64(lease.Class())
+				_ = lease.Release()
+				free = append(free, w)
+				fail(err, FallbackAborted)
+				continue
+			}
+			inflight++
+			go op.writeCall(w)
+			continue
+		}
+		if inflight == 0 {
 			break
 		}
-		if err := op.ctx.Err(); err != nil {
-			return err, FallbackAborted
+		// The owner has read the chunk (or given up) when its call returns.
+		w := <-op.g.wdone
+		inflight--
+		held -= int64(w.lease.Class())
+		_ = w.lease.Release()
+		w.lease = bufferpool.Lease{}
+		free = append(free, w)
+		switch {
+		case w.err != nil:
+			fail(w.err, classify(w.err))
+		case w.st.Dir != verbs.OpWrite || w.st.Payload != uint64(w.n):
+			fail(&WireError{Message: "reply", Field: "payload",
+				Reason: fmt.Sprintf("%s of %d bytes for a WRITE chunk of %d", w.st.Dir, w.st.Payload, w.n)}, FallbackAborted)
+		default:
+			op.mu.Lock()
+			op.addOwnerStats(&w.st, w.d)
+			op.mu.Unlock()
 		}
-		lease, err := pool.AcquireTimeout(int(waveBytes), op.e.cfg.StagingTimeout)
-		if err != nil {
-			return fmt.Errorf("verbs: write staging: %w", err), FallbackExhausted
-		}
-		buf := lease.Bytes()
-		cid := stage.ChunkID(op.id, wave)
-		stage.Begin(cid, stage.Pack)
-		t := time.Now()
-		var n int
-		if plan.Form == planfmt.FormRows {
-			n = rows.PackInto(buf)
-		} else {
-			n = rng.PackInto(buf, local)
-		}
-		packTime += time.Since(t)
-		stage.End(cid, stage.Pack, uint64(n))
-		ranges := op.g.wave[:0]
-		runs.Each(stream, stream+uint64(n), func(dst, at, l uint64) {
-			ranges = append(ranges, planfmt.Range{Src: at - stream, Dst: dst, Len: l})
-		})
-		op.g.cmd = planfmt.Command{
-			OpID: op.id, Dir: planfmt.Write,
-			Src:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: uint64(n)},
-			Dst:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.DstExtent},
-			Chunk: uint64(op.g.chunk), Pipeline: uint32(op.g.slots),
-			Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(n), DstExtent: op.sop.Plan.DstExtent, Ranges: ranges},
-		}
-		op.g.cmdBuf, err = planfmt.AppendCommand(op.g.cmdBuf[:0], &op.g.cmd)
-		op.g.cmd.Plan = planfmt.Plan{}
-		op.g.wave = ranges[:0]
-		var st gatherwire.Stats
-		var d time.Duration
-		if err == nil {
-			d, _, err = op.call(op.g.cmdBuf, &st)
-		}
-		// The owner has read the wave (or given up) when the call returns.
-		class := lease.Class()
-		_ = lease.Release()
-		if err != nil {
-			return err, classify(err)
-		}
-		if st.Dir != verbs.OpWrite || st.Payload != uint64(n) {
-			return &WireError{Message: "reply", Field: "payload",
-				Reason: fmt.Sprintf("%s of %d bytes for a WRITE wave of %d", st.Dir, st.Payload, n)}, FallbackAborted
-		}
-		op.mu.Lock()
-		op.addOwnerStats(&st, d)
-		op.trace.StagingPeak = max(op.trace.StagingPeak, int64(class))
-		op.mu.Unlock()
-		stream += uint64(n)
 	}
+	op.g.wfree = free[:0]
 	op.mu.Lock()
 	op.trace.Pack += packTime
+	// The operation's own shape (the replies carry the owner's per-command
+	// slots), and the staging it held: the requester's leases at once, or
+	// an owner's command, whichever is larger.
+	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
+	op.trace.StagingPeak = max(op.trace.StagingPeak, peak)
 	op.mu.Unlock()
+	if first != nil {
+		return first, firstFb
+	}
 	return nil, FallbackNone
+}
+
+// writeSlot is a WRITE gather's lease in flight: the chunk packed into it,
+// its command, the reply; reused from one operation to the next.
+type writeSlot struct {
+	lease     bufferpool.Lease
+	n         int
+	ranges    []planfmt.Range
+	cmd, resp []byte
+	st        gatherwire.Stats
+	d         time.Duration
+	err       error
+}
+
+// writeCall sends one chunk's command and hands the slot back.
+func (op *Operation) writeCall(w *writeSlot) {
+	w.st = gatherwire.Stats{}
+	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
+	op.g.wdone <- w
 }

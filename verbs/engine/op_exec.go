@@ -66,7 +66,9 @@ type gatherState struct {
 	chunk           int64           // chunk size C
 	slots           int             // staging slots P
 	inline          bool            // a READ gather would be answered inline
-	wave            []planfmt.Range // WRITE gather: one wave's command ranges
+	wslots          []*writeSlot    // WRITE gather: the leases in flight, reused
+	wfree           []*writeSlot
+	wdone           chan *writeSlot // their calls' completions
 	runs            []planfmt.Run
 	cmd             planfmt.Command
 	cmdBuf, respBuf []byte
@@ -88,7 +90,7 @@ func (op *Operation) reset() {
 	op.fallback.resetSpans()
 	op.primary.op, op.fallback.op = nil, nil
 	op.primary.wrs, op.fallback.wrs = op.primary.wrs[:0], op.fallback.wrs[:0]
-	op.h.sub, op.g.runs, op.g.wave = op.h.sub[:0], op.g.runs[:0], op.g.wave[:0]
+	op.h.sub, op.g.runs = op.h.sub[:0], op.g.runs[:0]
 	op.g.cmd.Plan = planfmt.Plan{}
 	op.h.subPlan = planfmt.Plan{}
 	op.err, op.g.err = nil, nil
@@ -425,9 +427,14 @@ func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 	}
 	maxChunk := info.MaxChunk
 	budget := info.StagingBudget
+	minChunk := info.MinChunk
 	if op.sop.Dir == verbs.OpWrite {
-		ms := int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)
-		maxChunk, budget = min(maxChunk, ms), min(budget, ms)
+		// A WRITE's chunks are leases of the requester's pool: C one of
+		// its classes (so a lease of C is exactly C), P of them within the
+		// pool's budget.
+		ps := op.e.cfg.Staging.Pool().Stats()
+		maxChunk, budget = min(maxChunk, int64(ps.MaxSlot)), min(budget, int64(ps.Budget))
+		minChunk = max(minChunk, int64(ps.MinSlot))
 	}
 	// C is the model's chunk rounded down to a power of two, shaped by
 	// the rule the owner applies too (gatherwire.ChunkShape): exactly the
@@ -439,7 +446,7 @@ func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 	if op.sop.Plan.Form == planfmt.FormRows {
 		row = int64(op.sop.Plan.Rows.RowSize)
 	}
-	c, err := gatherwire.ChunkShape(int64(1)<<(bits.Len64(uint64(cand.C))-1), row, info.MinChunk, maxChunk)
+	c, err := gatherwire.ChunkShape(int64(1)<<(bits.Len64(uint64(cand.C))-1), row, minChunk, maxChunk)
 	if err != nil {
 		return false
 	}

@@ -1,0 +1,52 @@
+package engine_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
+)
+
+// TestGatherWriteStagingBound: a WRITE gather holds at most P leases of C
+// bytes (Trace.Slots x Trace.ChunkBytes) of the requester's staging at
+// once, as a READ gather does of the owner's, whatever the payload's
+// number of chunks (not a power of two) and whatever the pool's smallest
+// slot (larger than the model's chunk), and leaks no lease. Issue 17 found
+// one lease of C x P, rounded up by the pool: 2 MiB held for P x C = 512 KiB.
+func TestGatherWriteStagingBound(t *testing.T) {
+	for _, be := range backends {
+		if !be.exposeRegistered {
+			continue // shm cannot expose a registered staging arena: WRITEs run direct
+		}
+		for _, minSlot := range []int{64 << 10, 256 << 10} {
+			t.Run(fmt.Sprintf("%s/minslot=%dK", be.name, minSlot>>10), func(t *testing.T) {
+				r := verbstest.NewRand(t)
+				f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes,
+					reqStaging: true, lanes: 2,
+					reqPool: bufferpool.Config{Budget: 4 << 20, MinSlot: minSlot, NoHugePages: true}})
+				var bound int64
+				for i := range 12 {
+					// 2,000 to 14,000 rows of 264 B: 0.5 to 3.5 MiB, so the
+					// payload's chunk count takes many values.
+					n := 2000 + r.IntN(12000)
+					p := rowsPlan(r, localBytes, n, 264, 0, 0)
+					res := f.run(t, verbs.OpWrite, p, engine.ModeGather)
+					require.Equal(t, engine.ModeGather, res.Mode, "op %d: fallback %v: %v", i, res.Fallback, res.FallbackErr)
+					pc := res.Trace.ChunkBytes * int64(res.Trace.Slots)
+					require.Positive(t, pc)
+					require.LessOrEqual(t, res.Trace.StagingPeak, pc, "op %d: %d rows, P %d x C %d", i, n, res.Trace.Slots, res.Trace.ChunkBytes)
+					bound = max(bound, pc)
+				}
+				ps := f.reqStaging.Pool().Stats()
+				require.LessOrEqual(t, int64(ps.Peak), bound, "the requester pool's peak")
+				require.Zero(t, ps.InUse, "requester staging still leased")
+				require.Zero(t, f.ownerStaging.Pool().Stats().InUse, "owner staging still leased")
+			})
+		}
+	}
+}
