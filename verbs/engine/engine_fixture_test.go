@@ -61,7 +61,7 @@ type fixtureConfig struct {
 	service    func(*gather.Config)
 	link       verbs.LinkParams // zero: manySmallLink
 	engine     engine.Config
-	reqStaging bool // requester staging for WRITE gather (exposed where the backend allows)
+	reqStaging bool              // requester staging for WRITE gather (exposed where the backend allows)
 	reqPool    bufferpool.Config // its pool (zero: 4 MiB, 64 KiB slots)
 	lanes      int
 	proxy      bool // tcp only: connect through a faultproxy (fixture.px)

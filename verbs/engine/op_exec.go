@@ -63,10 +63,10 @@ type Operation struct {
 // gatherState is an operation's gather part: its shape, its command and
 // the buffers reused from one operation to the next.
 type gatherState struct {
-	chunk           int64           // chunk size C
-	slots           int             // staging slots P
-	inline          bool            // a READ gather would be answered inline
-	wslots          []*writeSlot    // WRITE gather: the leases in flight, reused
+	chunk           int64        // chunk size C
+	slots           int          // staging slots P
+	inline          bool         // a READ gather would be answered inline
+	wslots          []*writeSlot // WRITE gather: the leases in flight, reused
 	wfree           []*writeSlot
 	wdone           chan *writeSlot // their calls' completions
 	runs            []planfmt.Run
