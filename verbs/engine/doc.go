@@ -92,11 +92,13 @@
 // owner's packing plus the engine's copy.
 //
 // Gather WRITE: the engine packs the fragments into its own staging
-// (Config.Staging, exposed on the Conn with AccessRemoteRead) in
-// waves of at most P*C bytes and calls [MethodGather] once per wave with a
-// ranges command over the staged stream; the owner READs the wave chunk by
-// chunk into its staging (P chunks in flight) and copies each chunk's runs
-// into its region. On shm a registered arena cannot be exposed, so WRITE
+// (Config.Staging, exposed on the Conn with AccessRemoteRead) chunk by
+// chunk, each chunk into a lease of C bytes (C a size class of that pool),
+// and calls [MethodGather] once per chunk with a ranges command over it,
+// up to P calls in flight while it packs the next chunk; the owner READs
+// each chunk into its staging and copies its runs into its region. The
+// requester's staging held at once is at most P leases of C
+// (Trace.StagingPeak <= Trace.Slots x Trace.ChunkBytes). On shm a registered arena cannot be exposed, so WRITE
 // gather there falls back to direct (FallbackNotExposed).
 //
 // Hybrid: the spans of gathered classes become a FormRanges sub-plan (built
