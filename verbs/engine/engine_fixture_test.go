@@ -135,7 +135,7 @@ func newFixture(t testing.TB, r *rand.Rand, cfg fixtureConfig) *fixture {
 		if rp.Budget == 0 {
 			rp = bufferpool.Config{Budget: 4 << 20, MinSlot: 64 << 10, NoHugePages: true}
 		}
-		f.reqStaging, err = staging.New(f.req, rp, verbs.AccessLocal|verbs.AccessRemoteRead)
+		f.reqStaging, err = staging.New(f.req, rp, verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
 		require.NoError(t, err)
 		if cfg.backend.exposeRegistered {
 			opts.Expose = append(opts.Expose, f.reqStaging.Export("staging"))
@@ -215,6 +215,19 @@ func mixedPlan(r *rand.Rand, srcBytes, small int, smallLen uint64, large int, la
 		}
 	}
 	return &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(srcBytes), DstExtent: dst, Ranges: rs}
+}
+
+// fragmentedPlan is a ranges plan of n fragments of about size bytes from
+// random sources, landing in shuffled slots of size+gap bytes: as many
+// destination runs as fragments.
+func fragmentedPlan(r *rand.Rand, srcBytes, n int, size, gap uint64) *planfmt.Plan {
+	slots := r.Perm(n)
+	rs := make([]planfmt.Range, n)
+	for i := range rs {
+		l := size - uint64(r.IntN(int(size/4)+1))
+		rs[i] = planfmt.Range{Src: uint64(r.IntN(srcBytes - int(l))), Dst: uint64(slots[i]) * (size + gap), Len: l}
+	}
+	return &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(srcBytes), DstExtent: uint64(n) * (size + gap), Ranges: rs}
 }
 
 // sum adds the completion span byte counts.

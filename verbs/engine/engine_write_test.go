@@ -50,3 +50,44 @@ func TestGatherWriteStagingBound(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherStagedFragmentedDestination: a READ whose destination is as
+// fragmented as its source (shuffled slots with gaps) gathers through the
+// engine's staging: the owner WRITEs each chunk as one run into a lease of
+// C, the engine scatters it. Forced gather and ModeAuto (which may pick
+// direct on this machine) both leave the right bytes, poison between the
+// slots untouched; the staging stays within P x C and nothing leaks.
+func TestGatherStagedFragmentedDestination(t *testing.T) {
+	for _, be := range backends {
+		if !be.exposeRegistered {
+			continue // shm cannot expose a registered staging arena
+		}
+		t.Run(be.name, func(t *testing.T) {
+			r := verbstest.NewRand(t)
+			f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes,
+				reqStaging: true, lanes: 2})
+			var bound int64
+			for i := range 8 {
+				n := 2000 + r.IntN(5000) // above the inline reply's 256 KiB: staged, not inline
+				p := fragmentedPlan(r, tableBytes, n, 200, 56)
+				for _, mode := range []engine.Mode{engine.ModeGather, engine.ModeAuto} {
+					res := f.run(t, verbs.OpRead, p, mode)
+					if mode == engine.ModeGather {
+						require.Equal(t, engine.ModeGather, res.Mode, "op %d: fallback %v: %v", i, res.Fallback, res.FallbackErr)
+						require.True(t, res.Trace.Staged, "op %d: %d fragments, not staged (inline %v)", i, n, res.Trace.Inline)
+					}
+					if res.Trace.Staged {
+						pc := res.Trace.ChunkBytes * int64(res.Trace.Slots)
+						require.LessOrEqual(t, res.Trace.StagingPeak, pc, "op %d", i)
+						require.Equal(t, (uint64(res.Bytes)+uint64(res.Trace.ChunkBytes)-1)/uint64(res.Trace.ChunkBytes), uint64(res.Trace.Waves))
+						bound = max(bound, pc)
+					}
+				}
+			}
+			ps := f.reqStaging.Pool().Stats()
+			require.LessOrEqual(t, int64(ps.Peak), bound)
+			require.Zero(t, ps.InUse, "requester staging still leased")
+			require.Zero(t, f.ownerStaging.Pool().Stats().InUse, "owner staging still leased")
+		})
+	}
+}

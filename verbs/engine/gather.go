@@ -36,7 +36,24 @@ func (op *Operation) prepareGather() {
 		op.buildHybrid()
 	}
 	var err error
-	if op.sop.Dir == verbs.OpRead {
+	if op.g.staged {
+		// Per-chunk commands are built at launch from the plan's spans;
+		// the replies are scattered by its destination runs.
+		spans := op.g.spans[:0]
+		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
+			if n > 0 {
+				spans = append(spans, planfmt.Range{Src: src, Len: n})
+			}
+			return true
+		})
+		op.g.spans = spans
+		runs := op.g.runs[:0]
+		op.norm.ForEachRun(func(dst, stream, n uint64) bool {
+			runs = append(runs, planfmt.Run{Dst: dst, Stream: stream, Len: n})
+			return true
+		})
+		op.g.runs = runs
+	} else if op.sop.Dir == verbs.OpRead {
 		op.g.cmd = planfmt.Command{
 			OpID: op.id, Dir: planfmt.Read,
 			Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
@@ -73,7 +90,9 @@ func (op *Operation) prepareGather() {
 func (op *Operation) runGather() {
 	var err error
 	var fb Fallback
-	if op.sop.Dir == verbs.OpRead {
+	if op.g.staged {
+		err, fb = op.gatherStaged()
+	} else if op.sop.Dir == verbs.OpRead {
 		err, fb = op.gatherRead()
 	} else {
 		err, fb = op.gatherWrite()
@@ -362,6 +381,9 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 type writeSlot struct {
 	lease     bufferpool.Lease
 	n         int
+	at        uint64        // staged READ: the chunk's stream offset
+	runs      []planfmt.Run // staged READ: the destination runs it touches
+	scatter   time.Duration // staged READ: its scatter
 	ranges    []planfmt.Range
 	cmd, resp []byte
 	st        gatherwire.Stats
@@ -373,5 +395,152 @@ type writeSlot struct {
 func (op *Operation) writeCall(w *writeSlot) {
 	w.st = gatherwire.Stats{}
 	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
+	op.g.wdone <- w
+}
+
+// gatherStaged runs a READ gather whose destination is too fragmented for
+// the owner to WRITE fragment by fragment: chunk by chunk, the owner packs
+// the chunk's sources and WRITEs them as one run into a lease of C bytes
+// of the engine's staging (a command per chunk, up to P in flight), and
+// the engine scatters each landed chunk into its destination runs (in the
+// chunk's own goroutine, so chunks scatter in parallel). The staging held
+// is at most P leases of C, as for a WRITE gather.
+func (op *Operation) gatherStaged() (error, Fallback) {
+	stg := op.e.cfg.Staging
+	pool, key := stg.Pool(), stg.Region().Key()
+	chunk, slots := op.g.chunk, max(op.g.slots, 1)
+	total := op.geom.Bytes
+	for len(op.g.wslots) < slots {
+		op.g.wslots = append(op.g.wslots, &writeSlot{})
+	}
+	if cap(op.g.wdone) < slots {
+		op.g.wdone = make(chan *writeSlot, slots)
+	}
+	free := op.g.wfree[:0]
+	for _, w := range op.g.wslots[:slots] {
+		free = append(free, w)
+	}
+	spans, runs := op.g.spans, op.g.runs
+	var si int      // the span the next chunk starts in
+	var sOff uint64 // bytes of it already in earlier chunks
+	var ri int      // the first run the next chunk touches
+	var stream uint64
+	var held, peak int64
+	var first error
+	firstFb := FallbackNone
+	fail := func(err error, fb Fallback) {
+		if first == nil {
+			first, firstFb = err, fb
+		}
+	}
+	inflight := 0
+	for {
+		if first == nil && len(free) > 0 && stream < total {
+			if err := op.ctx.Err(); err != nil {
+				fail(err, FallbackAborted)
+				continue
+			}
+			lease, err := pool.AcquireTimeout(int(chunk), op.e.cfg.StagingTimeout)
+			if err != nil {
+				fail(fmt.Errorf("verbs: staging for a staged read: %w", err), FallbackExhausted)
+				continue
+			}
+			held += int64(lease.Class())
+			peak = max(peak, held)
+			w := free[len(free)-1]
+			free = free[:len(free)-1]
+			w.lease = lease
+			n := min(uint64(chunk), total-stream)
+			w.n, w.at = int(n), stream
+			// The chunk's sources, landing contiguously in the lease.
+			ranges := w.ranges[:0]
+			for got := uint64(0); got < n; {
+				sp := spans[si]
+				l := min(sp.Len-sOff, n-got)
+				ranges = append(ranges, planfmt.Range{Src: sp.Src + sOff, Dst: got, Len: l})
+				got += l
+				if sOff += l; sOff == sp.Len {
+					si, sOff = si+1, 0
+				}
+			}
+			w.ranges = ranges
+			// Its destination runs: from the first touching [stream, stream+n).
+			for ri < len(runs) && runs[ri].Stream+runs[ri].Len <= stream {
+				ri++
+			}
+			rj := ri
+			for rj < len(runs) && runs[rj].Stream < stream+n {
+				rj++
+			}
+			w.runs = runs[ri:rj]
+			cmd := planfmt.Command{
+				OpID: op.id, Dir: planfmt.Read,
+				Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
+				Dst:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: n},
+				Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
+				Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent, DstExtent: n, Ranges: ranges},
+			}
+			w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
+			stream += n
+			if err != nil {
+				held -= int64(lease.Class())
+				_ = lease.Release()
+				free = append(free, w)
+				fail(err, FallbackAborted)
+				continue
+			}
+			inflight++
+			go op.stagedCall(w)
+			continue
+		}
+		if inflight == 0 {
+			break
+		}
+		w := <-op.g.wdone
+		inflight--
+		held -= int64(w.lease.Class())
+		_ = w.lease.Release()
+		w.lease, w.runs = bufferpool.Lease{}, nil
+		free = append(free, w)
+		switch {
+		case w.err != nil:
+			fail(w.err, classify(w.err))
+		case w.st.Dir != verbs.OpRead || w.st.Payload != uint64(w.n):
+			fail(&WireError{Message: "reply", Field: "payload",
+				Reason: fmt.Sprintf("%s of %d bytes for a staged READ chunk of %d", w.st.Dir, w.st.Payload, w.n)}, FallbackAborted)
+		default:
+			op.mu.Lock()
+			op.addOwnerStats(&w.st, w.d)
+			op.trace.Scatter += w.scatter
+			op.mu.Unlock()
+		}
+	}
+	op.g.wfree = free[:0]
+	op.mu.Lock()
+	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
+	op.trace.StagingPeak = max(op.trace.StagingPeak, peak)
+	op.trace.Staged = true
+	op.mu.Unlock()
+	if first != nil {
+		return first, firstFb
+	}
+	return nil, FallbackNone
+}
+
+// stagedCall sends one staged chunk's command and, once the chunk has
+// landed in its lease, scatters it into its destination runs.
+func (op *Operation) stagedCall(w *writeSlot) {
+	w.st, w.scatter = gatherwire.Stats{}, 0
+	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
+	if w.err == nil && w.st.Dir == verbs.OpRead && w.st.Payload == uint64(w.n) {
+		t := time.Now()
+		local := op.sop.Local.Bytes()[op.sop.LocalOff:]
+		buf := w.lease.Bytes()[:w.n]
+		rc := packstream.RunCursor{Runs: w.runs}
+		rc.Each(w.at, w.at+uint64(w.n), func(dst, at, l uint64) {
+			copy(local[dst:dst+l], buf[at-w.at:at-w.at+l])
+		})
+		w.scatter = time.Since(t)
+	}
 	op.g.wdone <- w
 }

@@ -63,10 +63,12 @@ type Operation struct {
 // gatherState is an operation's gather part: its shape, its command and
 // the buffers reused from one operation to the next.
 type gatherState struct {
-	chunk           int64        // chunk size C
-	slots           int          // staging slots P
-	inline          bool         // a READ gather would be answered inline
-	wslots          []*writeSlot // WRITE gather: the leases in flight, reused
+	chunk           int64           // chunk size C
+	slots           int             // staging slots P
+	inline          bool            // a READ gather would be answered inline
+	staged          bool            // a READ gather lands in the engine's staging and is scattered here
+	spans           []planfmt.Range // staged READ: the plan's spans in stream order (Dst unused)
+	wslots          []*writeSlot    // WRITE gather: the leases in flight, reused
 	wfree           []*writeSlot
 	wdone           chan *writeSlot // their calls' completions
 	runs            []planfmt.Run
@@ -90,7 +92,7 @@ func (op *Operation) reset() {
 	op.fallback.resetSpans()
 	op.primary.op, op.fallback.op = nil, nil
 	op.primary.wrs, op.fallback.wrs = op.primary.wrs[:0], op.fallback.wrs[:0]
-	op.h.sub, op.g.runs = op.h.sub[:0], op.g.runs[:0]
+	op.h.sub, op.g.runs, op.g.spans = op.h.sub[:0], op.g.runs[:0], op.g.spans[:0]
 	op.g.cmd.Plan = planfmt.Plan{}
 	op.h.subPlan = planfmt.Plan{}
 	op.err, op.g.err = nil, nil
@@ -238,7 +240,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 // decide picks the mode (and for gather the chunk size and slots).
 func (op *Operation) decide() {
 	want := op.sop.Mode
-	op.chosen, op.mode, op.g.inline = ModeDirect, ModeDirect, false
+	op.chosen, op.mode, op.g.inline, op.g.staged = ModeDirect, ModeDirect, false, false
 	if op.geom.Bytes == 0 || want == ModeDirect {
 		return
 	}
@@ -268,15 +270,22 @@ func (op *Operation) decide() {
 		cand = op.dec.Gather
 		op.g.inline = op.sop.Dir == verbs.OpRead && int64(op.geom.Bytes) <= min(op.e.cfg.InlineMax, info.InlineMax)
 		runsOK := op.geom.Runs*uint64(op.e.cfg.MinRunFragments) <= op.geom.Fragments
+		// A destination as fragmented as the source: the owner would post
+		// a WRITE per fragment. Staged, its chunks land whole in the
+		// engine's staging and are scattered here instead.
+		staged := !runsOK && !op.g.inline && op.stageable(info)
 		switch {
 		case want == ModeGather || want == ModeHybrid:
 			op.mode = ModeGather
+			op.g.staged = staged
 		case op.dec.Mode == ModeGather && runsOK:
 			op.mode = ModeGather
 		case op.g.inline && runsOK && float64(inlineTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
 			// The model's T_gather counts a bulk round trip an inline
 			// reply does not pay: price the inline path on its own.
 			op.mode = ModeGather
+		case staged && float64(op.stagedTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
+			op.mode, op.g.staged = ModeGather, true
 		}
 	}
 	if op.chosen == ModeAuto {
@@ -288,6 +297,27 @@ func (op *Operation) decide() {
 	if !op.shape(info, cand) {
 		op.noGather(FallbackUnsupported, nil)
 	}
+}
+
+// stageable reports whether a READ gather can land in the engine's staging:
+// the engine has staging, exposed on the Conn for the owner to WRITE.
+func (op *Operation) stageable(info *OwnerInfo) bool {
+	st := op.e.cfg.Staging
+	return op.sop.Dir == verbs.OpRead && st != nil &&
+		info.Covers(st.Region().Key(), verbs.AccessRemoteWrite, uint64(st.Region().Len()))
+}
+
+// stagedTime predicts a staged READ gather: the model's gather, its
+// chunks each one bulk WRITE (a contiguous run per chunk), and the
+// engine's scatter of the payload into its N fragments at the local copy
+// rate, which overlaps the chunks still in flight: the longer of the two
+// pipelines, plus one chunk's scatter at the end.
+func (op *Operation) stagedTime(p costmodel.Params, g costmodel.Geometry) time.Duration {
+	loc := p
+	loc.BMem, loc.RCopy = op.e.local.BMem, op.e.local.RCopy
+	scatter := costmodel.TPack(loc, g, 1)
+	k := max(int64(1), g.S/max(op.dec.Gather.C, 1))
+	return max(op.dec.Gather.Total, scatter) + scatter/time.Duration(k)
 }
 
 // inlineTime predicts a READ gather answered inline: the gather front
@@ -391,9 +421,9 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 		// The requester packs; the owner only moves whole chunks.
 		loc := op.e.local
 		p.BMem, p.RCopy = loc.BMem, loc.RCopy
-		ms := int64(op.e.cfg.Staging.Pool().Stats().MaxSlot)
-		p.StagingBudget = min(p.StagingBudget, ms)
-		p.MaxChunk = min(p.MaxChunk, ms)
+		ps := op.e.cfg.Staging.Pool().Stats()
+		p.StagingBudget = min(p.StagingBudget, int64(ps.Budget)) // P leases of C (gatherWrite)
+		p.MaxChunk = min(p.MaxChunk, int64(ps.MaxSlot))
 		p.MaxP = 1 // one packer: the requester's goroutine
 		return op.directRate(p)
 	}
@@ -428,7 +458,7 @@ func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 	maxChunk := info.MaxChunk
 	budget := info.StagingBudget
 	minChunk := info.MinChunk
-	if op.sop.Dir == verbs.OpWrite {
+	if op.sop.Dir == verbs.OpWrite || op.g.staged {
 		// A WRITE's chunks are leases of the requester's pool: C one of
 		// its classes (so a lease of C is exactly C), P of them within the
 		// pool's budget.

@@ -59,13 +59,18 @@ type Trace struct {
 	// work requests: the direct part of an operation on shm. For such a
 	// part Window is the copy time.
 	Mapped uint64
-	// Waves is the number of gather commands sent (WRITE sends one per
-	// wave of at most P*C bytes; READ one).
+	// Waves is the number of gather commands sent (a WRITE and a staged
+	// READ send one per chunk; a READ one).
 	Waves int
 	// Inline reports a READ gather answered with an inline reply (the
 	// payload inside the reply; no staging, no bulk WRITEs). Its Window
 	// is the owner's packing plus the engine's copy into place.
 	Inline bool
+	// Staged reports a READ gather landed chunk by chunk in the engine's
+	// staging (one bulk WRITE per chunk) and scattered into a destination
+	// too fragmented for the owner to WRITE run by run; Scatter is the
+	// engine's scatter time, summed over chunks.
+	Staged bool
 }
 
 // Goodput is the end-to-end useful throughput: payload bytes per second

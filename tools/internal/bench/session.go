@@ -128,17 +128,18 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 		if s.verify, err = s.tr.Alloc(int(s.writeStride), verbs.AccessLocal); err != nil {
 			return s, fmt.Errorf("scatterbench: verify region: %w", err)
 		}
-		if s.tr.Name() == "tcp" {
-			// WRITE gather stages on the requester; the owner READs the
-			// staging, so it must be exposed (shm cannot expose registered
-			// memory: its WRITE gathers fall back to direct).
-			s.staging, err = staging.New(s.tr, bufferpool.Config{Budget: int(c.StagingBytes)},
-				verbs.AccessLocal|verbs.AccessRemoteRead)
-			if err != nil {
-				return s, fmt.Errorf("scatterbench: requester staging: %w", err)
-			}
-			expose = append(expose, s.staging.Export("staging"))
+	}
+	if s.tr.Name() == "tcp" {
+		// The requester's staging, exposed: WRITE gather packs into it (the
+		// owner READs it), and a READ gather into a fragmented destination
+		// lands in it (the owner WRITEs it) to be scattered here. shm cannot
+		// expose registered memory: those gathers run direct there.
+		s.staging, err = staging.New(s.tr, bufferpool.Config{Budget: int(c.StagingBytes)},
+			verbs.AccessLocal|verbs.AccessRemoteRead|verbs.AccessRemoteWrite)
+		if err != nil {
+			return s, fmt.Errorf("scatterbench: requester staging: %w", err)
 		}
+		expose = append(expose, s.staging.Export("staging"))
 	}
 	s.conn, err = s.tr.Connect(ctx, s.own.addr(), verbs.ConnectOptions{Expose: expose, Lanes: c.Lanes})
 	if err != nil {
