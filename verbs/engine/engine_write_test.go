@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/engine"
 	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
@@ -88,6 +89,28 @@ func TestGatherStagedFragmentedDestination(t *testing.T) {
 			require.LessOrEqual(t, int64(ps.Peak), bound)
 			require.Zero(t, ps.InUse, "requester staging still leased")
 			require.Zero(t, f.ownerStaging.Pool().Stats().InUse, "owner staging still leased")
+		})
+	}
+}
+
+// TestDirectLargeSpanPieces: a direct span longer than a piece is posted
+// as pieces (so that it spreads over the connection's lanes and the
+// transport's workers instead of riding one, as the cost model's S/B_net
+// assumes), and lands whole.
+func TestDirectLargeSpanPieces(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			r := verbstest.NewRand(t)
+			f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes, lanes: 4})
+			for _, n := range []uint64{1 << 20, 1<<20 + 1, 1843200} {
+				src := uint64(r.IntN(tableBytes - int(n)))
+				p := &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: tableBytes, DstExtent: n,
+					Ranges: []planfmt.Range{{Src: src, Dst: 0, Len: n}}}
+				res := f.run(t, verbs.OpRead, p, engine.ModeDirect)
+				if res.Trace.Mapped == 0 { // a mapped (shm) direct is one copy, no requests
+					require.Equal(t, int((n+(1<<20)-1)>>20), res.Trace.DirectRequests, "%d bytes", n)
+				}
+			}
 		})
 	}
 }
