@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/scatterkit/scatterkit/reshard"
@@ -339,12 +340,7 @@ func (r *Runner) reshardLines(res *WorkloadResult, transport string, w *Workload
 	}
 	for _, s := range x.sides {
 		p50 := s.t.p(0.5)
-		chosen := ""
-		for k, n := range s.chosen {
-			if chosen == "" || n > s.chosen[chosen] || n == s.chosen[chosen] && k < chosen {
-				chosen = k
-			}
-		}
+		chosen := chosenMix(s.chosen)
 		res.Lines = append(res.Lines, Line{Workload: w.Name, Transport: transport, Owner: OwnerInproc, Seed: c.Seed,
 			Mode: s.mode.Name, Chosen: chosen, Direction: "read", Fragments: uint64(frags), PayloadBytes: payload,
 			Reps: len(s.t.d), P50Ms: ms(p50), P95Ms: ms(s.t.p(0.95)), GoodputGbps: gbps(payload, p50), WindowGbps: gbps(payload, p50),
@@ -356,4 +352,24 @@ func (r *Runner) reshardLines(res *WorkloadResult, transport string, w *Workload
 				w.Name, s.mode.Name, transport, s.t.errors, s.t.first)
 		}
 	}
+}
+
+// chosenMix names the modes a side's pair operations chose: the one mode,
+// or every mode that was chosen, the most often chosen first (ties by
+// name), joined by "+" ("direct+gather+hybrid"): a reshard's pairs decide
+// each for itself, and naming only the most common hid the others.
+func chosenMix(counts map[string]int) string {
+	modes := make([]string, 0, len(counts))
+	for k, n := range counts {
+		if n > 0 {
+			modes = append(modes, k)
+		}
+	}
+	slices.SortFunc(modes, func(x, y string) int {
+		if c := counts[y] - counts[x]; c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	return strings.Join(modes, "+")
 }
