@@ -57,6 +57,10 @@ type Config struct {
 	DefaultPasses bool
 	Owner         string
 	TBF           string
+	// CPUProfile and ExecTrace: files for a CPU profile and a Go execution
+	// trace of the run (empty: none).
+	CPUProfile    string
+	ExecTrace     string
 	Modes         []Mode
 	StagingSlots  int
 	StagingBytes  int64
@@ -185,6 +189,8 @@ func newFlagSet(c *Config, f *cliFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.PlotDir, "plot", "", "write PNG plots into this directory")
 	fs.StringVar(&c.ReportDir, "report", "", "write an HTML report (index.html: tables, goals, pictures; no external assets) into this directory")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no table, no progress bar (errors still go to stderr)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of this process (with -owner inproc, the owner's too) to this file")
+	fs.StringVar(&c.ExecTrace, "exectrace", "", "write a Go execution trace of this process to this file (go tool trace)")
 	c.TableBytes = 1 << 30
 	fs.Var(bytesValue{&c.TableBytes}, "table-bytes", "size of the owner's data region")
 	fs.IntVar(&c.Lanes, "lanes", 0, "tcp lanes per connection (0: verbs' default)")

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 
 	"github.com/schollz/progressbar/v3"
@@ -41,6 +43,34 @@ func Run(ctx context.Context, c *Config, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	if c.CPUProfile != "" {
+		// The whole run, requester and (with -owner inproc) owner: the
+		// profile to read before changing the pipeline (docs/benchmarks.md).
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "scatterbench: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "scatterbench: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if c.ExecTrace != "" {
+		f, err := os.Create(c.ExecTrace)
+		if err != nil {
+			fmt.Fprintf(stderr, "scatterbench: -exectrace: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(stderr, "scatterbench: -exectrace: %v\n", err)
+			return 2
+		}
+		defer trace.Stop()
+	}
 	table := stdout
 	var jsonOut *bufio.Writer
 	if c.JSONPath != "" {
