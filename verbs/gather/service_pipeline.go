@@ -301,8 +301,8 @@ func (s *Service) runRead(ctx context.Context, p verbs.Peer, st *cmdState, c *co
 		base, off := stream, uint64(sl.lease.Offset())
 		wrs := st.wrs[:0]
 		rc.Each(stream, stream+uint64(n), func(dst, at, l uint64) {
-			wrs = append(wrs, verbs.WorkRequest{ID: uint64(i), Op: verbs.OpWrite, Len: uint32(l), LocalKey: key,
-				LocalOff: off + (at - base), RemoteKey: c.peerKey, RemoteOff: c.peerOff + dst})
+			wrs = appendPieces(wrs, verbs.WorkRequest{ID: uint64(i), Op: verbs.OpWrite, LocalKey: key,
+				LocalOff: off + (at - base), RemoteKey: c.peerKey, RemoteOff: c.peerOff + dst}, l)
 		})
 		st.wrs = wrs
 		stream += uint64(n)
@@ -367,9 +367,9 @@ func (s *Service) runWrite(ctx context.Context, p verbs.Peer, st *cmdState, c *c
 				break
 			}
 			at, n := chunkAt(issued)
-			wr := verbs.WorkRequest{ID: uint64(i), Op: verbs.OpRead, Len: uint32(n), LocalKey: key,
+			wr := verbs.WorkRequest{ID: uint64(i), Op: verbs.OpRead, LocalKey: key,
 				LocalOff: uint64(pl.slots[i].lease.Offset()), RemoteKey: c.peerKey, RemoteOff: c.peerOff + at}
-			st.wrs = append(st.wrs[:0], wr)
+			st.wrs = appendPieces(st.wrs[:0], wr, n)
 			marked, weight := stage.ChunkSample(int(issued), int(k))
 			if marked {
 				stage.Begin(stage.ChunkID(c.markID, int(issued)), stage.Post)
@@ -423,4 +423,25 @@ func (s *Service) runWrite(ctx context.Context, p verbs.Peer, st *cmdState, c *c
 	out.Slots = uint32(len(pl.slots))
 	out.Peak = pl.peak
 	return err
+}
+
+// piece is the largest work request a command posts: a chunk's run (or a
+// WRITE command's chunk READ) longer than this goes as pieces, so that one
+// chunk spreads over the connection's lanes (tcp sends a request whole on
+// one lane) instead of riding one of them while the others idle. The
+// engine cuts its direct spans the same way.
+const piece = 1 << 20
+
+// appendPieces appends wr for n bytes at its offsets, cut into requests of
+// at most piece bytes.
+func appendPieces(wrs []verbs.WorkRequest, wr verbs.WorkRequest, n uint64) []verbs.WorkRequest {
+	for n > 0 {
+		l := min(n, piece)
+		wr.Len = uint32(l)
+		wrs = append(wrs, wr)
+		wr.LocalOff += l
+		wr.RemoteOff += l
+		n -= l
+	}
+	return wrs
 }
