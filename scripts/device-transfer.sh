@@ -6,6 +6,9 @@
 #   bash scripts/device-compare.sh build BASE      # here: .device/scatterbench-{before,head}
 #   bash scripts/device-transfer.sh [ROUNDS]       # there, with .device carried
 #
+# HEAD_FLAGS adds scatterbench flags to head's runs (before = head's own
+# binary copied, for a flag's effect: HEAD_FLAGS=-chunked-read).
+#
 # Each round runs before and head (the order reversed every other round)
 # over the goal workloads on tcp: many-small (98,304 x 264 B), mixed,
 # few-large, reshard-kv, reshard-mixed, the fragmented destination
@@ -37,7 +40,9 @@ for r in $(seq "$rounds"); do
 		for c in "${cases[@]}"; do
 			name=${c%%|*}
 			# shellcheck disable=SC2086 # flags are words
-			timeout -k 5 200 ".device/scatterbench-$v" ${c#*|} -transport tcp -reps 20 -quiet -json "$out/$v.$r.$name.jsonl" \
+			extra=""
+			if [ "$v" = head ]; then extra=${HEAD_FLAGS:-}; fi
+			timeout -k 5 200 ".device/scatterbench-$v" ${c#*|} $extra -transport tcp -reps 20 -quiet -json "$out/$v.$r.$name.jsonl" \
 				>/dev/null 2>"$out/$v.$r.$name.err" || echo "round $r $v $name: exit $? (see $v.$r.$name.err)"
 			sed "s/\"workload\":\"custom\"/\"workload\":\"$name\"/; s/\"for\":\"custom\"/\"for\":\"$name\"/" \
 				"$out/$v.$r.$name.jsonl" >>"$out/$v.jsonl"

@@ -66,6 +66,12 @@ type Config struct {
 	// ModeHybrid when the cost model's split gathers nothing (default
 	// 16 KiB).
 	HybridThreshold uint64
+	// ChunkedRead sends a READ gather as one command per chunk, up to P in
+	// flight, instead of one command for the whole plan: the owner starts
+	// packing on the first while the rest are encoded and sent, and serves
+	// them on goroutines of its own (experimental, off by default until
+	// measured on real hosts: docs/perf-notes.md).
+	ChunkedRead bool
 	// MinRunFragments: ModeAuto considers gather only when destination
 	// runs hold at least this many fragments on average (default 4): a
 	// gather sends one bulk request per run piece, so a destination as

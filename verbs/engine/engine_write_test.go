@@ -114,3 +114,31 @@ func TestDirectLargeSpanPieces(t *testing.T) {
 		})
 	}
 }
+
+// TestGatherChunkedRead: with Config.ChunkedRead a READ gather goes as a
+// command per chunk (Trace.Waves chunks of at most C), over every plan
+// form of the matrix, and lands exactly what one command would (poison
+// between fragments untouched); the owner's staging is all returned.
+func TestGatherChunkedRead(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			r := verbstest.NewRand(t)
+			f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes, lanes: 2,
+				engine: engine.Config{ChunkedRead: true, InlineMax: -1}})
+			for _, tp := range testPlans(r) {
+				for _, mode := range []engine.Mode{engine.ModeGather, engine.ModeAuto} {
+					res := f.run(t, verbs.OpRead, tp.plan, mode)
+					if res.Mode != engine.ModeGather || res.Trace.Inline {
+						continue
+					}
+					c := uint64(res.Trace.ChunkBytes)
+					require.Positive(t, c, tp.name)
+					if tp.plan.Form == planfmt.FormRanges || tp.plan.Rows.Layout.Kind == planfmt.LayoutContiguous {
+						require.GreaterOrEqual(t, uint64(res.Trace.Waves), (res.Bytes+c-1)/c, "%s %v: %d bytes in chunks of %d", tp.name, mode, res.Bytes, c)
+					}
+				}
+			}
+			require.Zero(t, f.ownerStaging.Pool().Stats().InUse, "owner staging still leased")
+		})
+	}
+}

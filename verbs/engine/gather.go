@@ -36,17 +36,16 @@ func (op *Operation) prepareGather() {
 		op.buildHybrid()
 	}
 	var err error
-	if op.g.staged {
+	if op.g.chunked {
+		// Per-chunk commands are built at launch: a rows plan's from its
+		// ids, a ranges plan's from its spans.
+		if op.sop.Plan.Form == planfmt.FormRanges {
+			op.g.spans = op.appendSpans(op.g.spans[:0])
+		}
+	} else if op.g.staged {
 		// Per-chunk commands are built at launch from the plan's spans;
 		// the replies are scattered by its destination runs.
-		spans := op.g.spans[:0]
-		op.norm.ForEachSpan(func(src, dst, n uint64) bool {
-			if n > 0 {
-				spans = append(spans, planfmt.Range{Src: src, Len: n})
-			}
-			return true
-		})
-		op.g.spans = spans
+		op.g.spans = op.appendSpans(op.g.spans[:0])
 		runs := op.g.runs[:0]
 		op.norm.ForEachRun(func(dst, stream, n uint64) bool {
 			runs = append(runs, planfmt.Run{Dst: dst, Stream: stream, Len: n})
@@ -86,12 +85,25 @@ func (op *Operation) prepareGather() {
 	}
 }
 
+// appendSpans appends the plan's non-empty spans in stream order.
+func (op *Operation) appendSpans(spans []planfmt.Range) []planfmt.Range {
+	op.norm.ForEachSpan(func(src, dst, n uint64) bool {
+		if n > 0 {
+			spans = append(spans, planfmt.Range{Src: src, Dst: dst, Len: n})
+		}
+		return true
+	})
+	return spans
+}
+
 // runGather runs the gather part and reports it.
 func (op *Operation) runGather() {
 	var err error
 	var fb Fallback
 	if op.g.staged {
 		err, fb = op.gatherStaged()
+	} else if op.g.chunked {
+		err, fb = op.gatherChunked()
 	} else if op.sop.Dir == verbs.OpRead {
 		err, fb = op.gatherRead()
 	} else {
@@ -543,4 +555,149 @@ func (op *Operation) stagedCall(w *writeSlot) {
 		w.scatter = time.Since(t)
 	}
 	op.g.wdone <- w
+}
+
+// gatherChunked runs a READ gather as one command per chunk with up to P
+// in flight (Config.ChunkedRead): the owner decodes and starts packing the
+// first chunk while the later commands are still being encoded and sent,
+// and serves the P commands on goroutines of its own, so the packing,
+// posting and completion of different chunks overlap instead of sharing
+// one goroutine per command. A rows plan is cut by ids (a chunk is the ids
+// whose rows fill it, sent in the rows form); a ranges plan by its spans.
+// The owner writes each chunk's runs into the destination as for one
+// command.
+func (op *Operation) gatherChunked() (error, Fallback) {
+	plan := op.gatherPlan()
+	chunk, slots := op.g.chunk, max(op.g.slots, 1)
+	for len(op.g.wslots) < slots {
+		op.g.wslots = append(op.g.wslots, &writeSlot{})
+	}
+	if cap(op.g.wdone) < slots {
+		op.g.wdone = make(chan *writeSlot, slots)
+	}
+	free := op.g.wfree[:0]
+	for _, w := range op.g.wslots[:slots] {
+		free = append(free, w)
+	}
+	isRows := plan.Form == planfmt.FormRows
+	var ids, per int // rows: ids in all, ids per chunk
+	if isRows {
+		ids = plan.Rows.Len()
+		per = int(max(uint64(chunk)/plan.Rows.RowSize, 1))
+	}
+	spans := op.g.spans
+	var next int    // rows: the next chunk's first id
+	var si int      // ranges: the span the next chunk starts in
+	var sOff uint64 // ranges: bytes of it already in earlier chunks
+	var stream uint64
+	total := op.geom.Bytes
+	done := func() bool {
+		if isRows {
+			return next >= ids
+		}
+		return stream >= total
+	}
+	var first error
+	firstFb := FallbackNone
+	fail := func(err error, fb Fallback) {
+		if first == nil {
+			first, firstFb = err, fb
+		}
+	}
+	inflight := 0
+	for {
+		if first == nil && len(free) > 0 && !done() {
+			if err := op.ctx.Err(); err != nil {
+				fail(err, FallbackAborted)
+				continue
+			}
+			w := free[len(free)-1]
+			free = free[:len(free)-1]
+			sub := planfmt.Plan{Form: plan.Form, SrcExtent: plan.SrcExtent, DstExtent: plan.DstExtent}
+			var n uint64
+			if isRows {
+				hi := min(next+per, ids)
+				sub.Rows = plan.Rows
+				if len(plan.Rows.IDs32) != 0 {
+					sub.Rows.IDs32 = plan.Rows.IDs32[next:hi]
+					n = liveRows(sub.Rows.IDs32)
+				} else {
+					sub.Rows.IDs64 = plan.Rows.IDs64[next:hi]
+					n = liveRows(sub.Rows.IDs64)
+				}
+				n *= plan.Rows.RowSize
+				sub.Rows.DstBase = plan.Rows.DstBase + uint64(next)*plan.Rows.RowSize
+				next = hi
+			} else {
+				n = min(uint64(chunk), total-stream)
+				ranges := w.ranges[:0]
+				for got := uint64(0); got < n; {
+					sp := spans[si]
+					l := min(sp.Len-sOff, n-got)
+					ranges = append(ranges, planfmt.Range{Src: sp.Src + sOff, Dst: sp.Dst + sOff, Len: l})
+					got += l
+					if sOff += l; sOff == sp.Len {
+						si, sOff = si+1, 0
+					}
+				}
+				w.ranges = ranges
+				sub.Ranges = ranges
+			}
+			stream += n
+			w.n = int(n)
+			cmd := planfmt.Command{
+				OpID: op.id, Dir: planfmt.Read,
+				Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
+				Dst:   planfmt.Window{Key: uint64(op.sop.Local.Key()), Off: op.sop.LocalOff, Len: op.sop.Plan.DstExtent},
+				Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
+				Plan: sub,
+			}
+			var err error
+			w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
+			if err != nil {
+				free = append(free, w)
+				fail(err, FallbackAborted)
+				continue
+			}
+			inflight++
+			go op.writeCall(w)
+			continue
+		}
+		if inflight == 0 {
+			break
+		}
+		w := <-op.g.wdone
+		inflight--
+		free = append(free, w)
+		switch {
+		case w.err != nil:
+			fail(w.err, classify(w.err))
+		case w.st.Dir != verbs.OpRead || w.st.Payload != uint64(w.n):
+			fail(&WireError{Message: "reply", Field: "payload",
+				Reason: fmt.Sprintf("%s of %d bytes for a READ chunk of %d", w.st.Dir, w.st.Payload, w.n)}, FallbackAborted)
+		default:
+			op.mu.Lock()
+			op.addOwnerStats(&w.st, w.d)
+			op.mu.Unlock()
+		}
+	}
+	op.g.wfree = free[:0]
+	op.mu.Lock()
+	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
+	op.mu.Unlock()
+	if first != nil {
+		return first, firstFb
+	}
+	return nil, FallbackNone
+}
+
+// liveRows counts the ids that are not -1 (skipped rows carry no bytes).
+func liveRows[T int32 | int64](ids []T) uint64 {
+	var n uint64
+	for _, id := range ids {
+		if id != -1 {
+			n++
+		}
+	}
+	return n
 }

@@ -67,6 +67,7 @@ type gatherState struct {
 	slots           int             // staging slots P
 	inline          bool            // a READ gather would be answered inline
 	staged          bool            // a READ gather lands in the engine's staging and is scattered here
+	chunked         bool            // a READ gather sent as a command per chunk (Config.ChunkedRead)
 	spans           []planfmt.Range // staged READ: the plan's spans in stream order (Dst unused)
 	wslots          []*writeSlot    // WRITE gather: the leases in flight, reused
 	wfree           []*writeSlot
@@ -240,7 +241,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 // decide picks the mode (and for gather the chunk size and slots).
 func (op *Operation) decide() {
 	want := op.sop.Mode
-	op.chosen, op.mode, op.g.inline, op.g.staged = ModeDirect, ModeDirect, false, false
+	op.chosen, op.mode, op.g.inline, op.g.staged, op.g.chunked = ModeDirect, ModeDirect, false, false, false
 	if op.geom.Bytes == 0 || want == ModeDirect {
 		return
 	}
@@ -294,6 +295,11 @@ func (op *Operation) decide() {
 	if op.mode == ModeDirect {
 		return
 	}
+	// A command per chunk: a plain READ gather (not inline, not staged, not
+	// a hybrid part) of a ranges plan or a contiguous rows plan.
+	op.g.chunked = op.e.cfg.ChunkedRead && op.mode == ModeGather && op.sop.Dir == verbs.OpRead &&
+		!op.g.inline && !op.g.staged &&
+		(op.sop.Plan.Form == planfmt.FormRanges || op.sop.Plan.Rows.Layout.Kind == planfmt.LayoutContiguous)
 	if !op.shape(info, cand) {
 		op.noGather(FallbackUnsupported, nil)
 	}

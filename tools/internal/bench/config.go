@@ -77,6 +77,8 @@ type Config struct {
 	// TCPNoChecksums runs tcp without frame checksums (verbs/tcp
 	// Config.NoChecksums on both sides), to measure what they cost.
 	TCPNoChecksums bool
+	// ChunkedRead sets engine.Config.ChunkedRead on the requester's engine.
+	ChunkedRead bool
 
 	// ownerCommand replaces the argv prefix that starts a process owner
 	// (default: this executable and "owner"); ownerEnv is added to its
@@ -195,6 +197,7 @@ func newFlagSet(c *Config, f *cliFlags, out io.Writer) *flag.FlagSet {
 	fs.Var(bytesValue{&c.TableBytes}, "table-bytes", "size of the owner's data region")
 	fs.IntVar(&c.Lanes, "lanes", 0, "tcp lanes per connection (0: verbs' default)")
 	fs.BoolVar(&c.TCPNoChecksums, "tcp-no-checksums", false, "tcp frames without checksums on both sides (to measure what they cost)")
+	fs.BoolVar(&c.ChunkedRead, "chunked-read", false, "READ gathers as a command per chunk, P in flight (engine.Config.ChunkedRead; experimental)")
 	return fs
 }
 

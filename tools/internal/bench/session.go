@@ -154,7 +154,7 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 			return s, &OwnerError{Owner: c.Owner, Stage: "connect", Err: errors.New("no \"scratch\" export")}
 		}
 	}
-	if s.eng, err = engine.New(engine.Config{Staging: s.staging}); err != nil {
+	if s.eng, err = engine.New(engine.Config{Staging: s.staging, ChunkedRead: c.ChunkedRead}); err != nil {
 		return s, fmt.Errorf("scatterbench: engine: %w", err)
 	}
 	info, err := s.eng.Prepare(ctx, s.conn)
