@@ -42,7 +42,7 @@ for r in $(seq "$rounds"); do
 			# shellcheck disable=SC2086 # flags are words
 			extra=""
 			if [ "$v" = head ]; then extra=${HEAD_FLAGS:-}; fi
-			timeout -k 5 200 ".device/scatterbench-$v" ${c#*|} $extra -transport tcp -reps 20 -quiet -json "$out/$v.$r.$name.jsonl" \
+			timeout -k 5 200 ".device/scatterbench-$v" ${c#*|} $extra -mode direct,gather,hybrid,adaptive -transport tcp -reps 20 -quiet -json "$out/$v.$r.$name.jsonl" \
 				>/dev/null 2>"$out/$v.$r.$name.err" || echo "round $r $v $name: exit $? (see $v.$r.$name.err)"
 			sed "s/\"workload\":\"custom\"/\"workload\":\"$name\"/; s/\"for\":\"custom\"/\"for\":\"$name\"/" \
 				"$out/$v.$r.$name.jsonl" >>"$out/$v.jsonl"
