@@ -297,6 +297,7 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 		}
 	}
 	inflight := 0
+	var began, ended time.Time // the first call, the last reply: the Window
 	for wave := 0; ; {
 		// Issue while a slot is free and there is payload left.
 		if first == nil && len(free) > 0 && !done() {
@@ -347,6 +348,9 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 				fail(err, FallbackAborted)
 				continue
 			}
+			if began.IsZero() {
+				began = time.Now()
+			}
 			inflight++
 			go op.writeCall(w)
 			continue
@@ -357,6 +361,7 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 		// The owner has read the chunk (or given up) when its call returns.
 		w := <-op.g.wdone
 		inflight--
+		ended = time.Now()
 		held -= int64(w.lease.Class())
 		_ = w.lease.Release()
 		w.lease = bufferpool.Lease{}
@@ -380,6 +385,9 @@ func (op *Operation) gatherWrite() (error, Fallback) {
 	// slots), and the staging it held: the requester's leases at once, or
 	// an owner's command, whichever is larger.
 	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
+	if !began.IsZero() {
+		op.trace.Window = ended.Sub(began)
+	}
 	op.trace.StagingPeak = max(op.trace.StagingPeak, peak)
 	op.mu.Unlock()
 	if first != nil {
@@ -446,6 +454,7 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 		}
 	}
 	inflight := 0
+	var began, ended time.Time // the first call, the last reply: the Window
 	for {
 		if first == nil && len(free) > 0 && stream < total {
 			if err := op.ctx.Err(); err != nil {
@@ -501,6 +510,9 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 				fail(err, FallbackAborted)
 				continue
 			}
+			if began.IsZero() {
+				began = time.Now()
+			}
 			inflight++
 			go op.stagedCall(w)
 			continue
@@ -510,6 +522,7 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 		}
 		w := <-op.g.wdone
 		inflight--
+		ended = time.Now()
 		held -= int64(w.lease.Class())
 		_ = w.lease.Release()
 		w.lease, w.runs = bufferpool.Lease{}, nil
@@ -530,6 +543,9 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 	op.g.wfree = free[:0]
 	op.mu.Lock()
 	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
+	if !began.IsZero() {
+		op.trace.Window = ended.Sub(began)
+	}
 	op.trace.StagingPeak = max(op.trace.StagingPeak, peak)
 	op.trace.Staged = true
 	op.mu.Unlock()
@@ -605,6 +621,7 @@ func (op *Operation) gatherChunked() (error, Fallback) {
 		}
 	}
 	inflight := 0
+	var began, ended time.Time // the first call, the last reply: the Window
 	for {
 		if first == nil && len(free) > 0 && !done() {
 			if err := op.ctx.Err(); err != nil {
@@ -659,6 +676,9 @@ func (op *Operation) gatherChunked() (error, Fallback) {
 				fail(err, FallbackAborted)
 				continue
 			}
+			if began.IsZero() {
+				began = time.Now()
+			}
 			inflight++
 			go op.writeCall(w)
 			continue
@@ -668,6 +688,7 @@ func (op *Operation) gatherChunked() (error, Fallback) {
 		}
 		w := <-op.g.wdone
 		inflight--
+		ended = time.Now()
 		free = append(free, w)
 		switch {
 		case w.err != nil:
@@ -684,6 +705,9 @@ func (op *Operation) gatherChunked() (error, Fallback) {
 	op.g.wfree = free[:0]
 	op.mu.Lock()
 	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
+	if !began.IsZero() {
+		op.trace.Window = ended.Sub(began)
+	}
 	op.mu.Unlock()
 	if first != nil {
 		return first, firstFb

@@ -32,7 +32,10 @@ type Trace struct {
 	OwnerFill time.Duration
 	// Window is first bulk post to last data completion: the owner's
 	// bulk window for gather, the requester's first post to last polled
-	// completion for direct.
+	// completion for direct. A gather sent as a command per chunk (WRITE,
+	// staged or chunked READ) has several owner windows at once: its
+	// Window is the requester's, from the first chunk's call to the last
+	// chunk's reply (scatter included, for a staged READ).
 	Window time.Duration
 	// Complete is the time from the last data completion observed by the
 	// requester to the result being published to Wait.
