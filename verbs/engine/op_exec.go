@@ -68,8 +68,8 @@ type gatherState struct {
 	inline          bool            // a READ gather would be answered inline
 	staged          bool            // a READ gather lands in the engine's staging and is scattered here
 	chunked         bool            // a READ gather sent as a command per chunk (Config.ChunkedRead)
-	spans           []planfmt.Range // staged READ: the plan's spans in stream order (Dst unused)
-	wslots          []*writeSlot    // WRITE gather: the leases in flight, reused
+	spans           []planfmt.Range // staged and chunked READ: the plan's spans in stream order
+	wslots          []*writeSlot    // a gather sent per chunk: its chunks in flight, reused
 	wfree           []*writeSlot
 	wdone           chan *writeSlot // their calls' completions
 	runs            []planfmt.Run
