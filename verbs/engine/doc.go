@@ -79,6 +79,16 @@
 // destination runs while packing the next. When the call returns, the data
 // is in place and the reply carries the owner's stage times.
 //
+// Staged READ: when the destination is as fragmented as the source (its
+// runs hold fewer than Config.MinRunFragments fragments on average) the
+// owner would post a WRITE per fragment; if the engine's staging is
+// exposed with AccessRemoteWrite, the gather goes instead as a command per
+// chunk whose destination is a lease of C bytes of that staging (one bulk
+// WRITE per chunk, up to P in flight), and the engine scatters each landed
+// chunk into its destination runs (Trace.Staged; ModeAuto prices it
+// against direct). Config.ChunkedRead (experimental, off) sends a plain
+// READ gather as a command per chunk the same way, landing in place.
+//
 // Inline reply: a READ gather of at most Config.InlineMax payload
 // bytes (default 256 KiB; the whole plan, not a hybrid's part) sets
 // planfmt.FlagInlineReply, and an owner whose gather.Config.InlineMax
