@@ -129,12 +129,24 @@ var (
 	MatrixCounts = []int{1 << 10, 4 << 10, 32 << 10, 98_304, 131_072}
 )
 
-// MatrixCap bounds a matrix workload's payload so the matrix stays fast.
+// MatrixCap bounds a matrix workload's payload so the matrix stays fast;
+// the RFC's own cells (MatrixRFCCells) are in the matrix whatever their
+// payload.
 const MatrixCap = 32 << 20
 
+// MatrixRFCCells are the adaptive-scatter RFC's named cells: 264-byte rows
+// (an Engram FP8 row with its scales), 98,304 of them (one layer's read)
+// and 131,072 (33 MiB, past MatrixCap).
+var MatrixRFCCells = []Frags{{264, 98_304}, {264, 131_072}}
+
+func isRFCCell(size uint64, count int) bool {
+	return slices.Contains(MatrixRFCCells, Frags{size, count})
+}
+
 // Matrix returns the validation matrix: every fragment size with every
-// count whose payload is at most MatrixCap (a size for which no count fits
-// gets MatrixCap/size fragments), each with random and sequential sources,
+// count whose payload is at most MatrixCap or that is one of the RFC's
+// cells (a size for which no count fits gets MatrixCap/size fragments),
+// each with random and sequential sources,
 // contiguous and fragmented destinations, READ and WRITE. Names read
 // "matrix/264Bx98304/random-contiguous/read".
 func Matrix() []Workload {
@@ -142,7 +154,7 @@ func Matrix() []Workload {
 	for _, size := range MatrixSizes {
 		var counts []int
 		for _, c := range MatrixCounts {
-			if size*uint64(c) <= MatrixCap {
+			if size*uint64(c) <= MatrixCap || isRFCCell(size, c) {
 				counts = append(counts, c)
 			}
 		}
