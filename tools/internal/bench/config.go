@@ -79,6 +79,8 @@ type Config struct {
 	TCPNoChecksums bool
 	// ChunkedRead sets engine.Config.ChunkedRead on the requester's engine.
 	ChunkedRead bool
+	// Sweep repeats the run once per value of an axis (-sweep).
+	Sweep Sweep
 
 	// ownerCommand replaces the argv prefix that starts a process owner
 	// (default: this executable and "owner"); ownerEnv is added to its
@@ -119,7 +121,8 @@ func (b bytesValue) Set(s string) error {
 }
 
 // Parse parses scatterbench's command line (usage goes to out). Every
-// rejection is a *FlagError wrapping ErrUsage, or flag.ErrHelp.
+// rejection wraps ErrUsage (a *FlagError, or the flag package's own
+// message), or is flag.ErrHelp.
 func Parse(args []string, out io.Writer) (Config, error) {
 	var (
 		c Config
@@ -127,7 +130,12 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	)
 	fs := newFlagSet(&c, &f, out)
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		// The flag package's own rejections (an unknown flag, a value
+		// its Set refused) are usage errors too.
+		return c, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	if fs.NArg() > 0 {
 		return c, &FlagError{Flag: "arguments", Value: fs.Arg(0), Reason: "unexpected; every setting is a flag (the owner mode is \"scatterbench owner ...\" as the first argument)"}
@@ -197,6 +205,7 @@ func newFlagSet(c *Config, f *cliFlags, out io.Writer) *flag.FlagSet {
 	fs.Var(bytesValue{&c.TableBytes}, "table-bytes", "size of the owner's data region")
 	fs.IntVar(&c.Lanes, "lanes", 0, "tcp lanes per connection (0: verbs' default)")
 	fs.BoolVar(&c.TCPNoChecksums, "tcp-no-checksums", false, "tcp frames without checksums on both sides (to measure what they cost)")
+	fs.Var(sweepValue{&c.Sweep}, "sweep", "repeat the run once per value of an axis and plot goodput over it: AXIS=V1,V2,... with AXIS one of "+strings.Join(SweepAxes, ", ")+" (e.g. staging-slots=1,2,4,8)")
 	fs.BoolVar(&c.ChunkedRead, "chunked-read", false, "READ gathers as a command per chunk, P in flight (engine.Config.ChunkedRead; experimental)")
 	return fs
 }
@@ -235,6 +244,9 @@ func (c *Config) checkSettings(f *cliFlags) error {
 		if n.v < n.lo || n.v > n.hi {
 			return &FlagError{Flag: n.flag, Value: strconv.Itoa(n.v), Reason: fmt.Sprintf("must lie in [%d, %d]", n.lo, n.hi)}
 		}
+	}
+	if err := c.Sweep.check(); err != nil {
+		return err
 	}
 	if c.TableBytes < MinTable || c.TableBytes > MaxTable {
 		return &FlagError{Flag: "-table-bytes", Value: strconv.FormatInt(c.TableBytes, 10), Reason: "must lie in [1 MiB, 1 TiB]"}

@@ -188,6 +188,7 @@ func newProgress(c *Config, stderr io.Writer) *progressbar.ProgressBar {
 			total += p.Workloads[i].Reps(c) + c.Warmup
 		}
 	}
+	total *= max(1, len(c.Sweep.Values))
 	return progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("scatterbench"),
 		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
 		progressbar.OptionThrottle(100_000_000))

@@ -163,7 +163,7 @@ func panelPlot(f *Figure, pn *Panel) (*plot.Plot, error) {
 	switch f.Kind {
 	case KindStages:
 		return stackPlot(pn)
-	case KindMatrix:
+	case KindMatrix, KindSweep:
 		return seriesPlot(pn)
 	}
 	return barPlot(f, pn)

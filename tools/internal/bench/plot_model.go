@@ -24,6 +24,7 @@ const (
 	KindLatency FigureKind = "latency" // p50 bars and p95 whiskers in ms, a panel per latency-sized workload
 	KindStages  FigureKind = "stages"  // stacked median stage times per mode, a panel per workload
 	KindMatrix  FigureKind = "matrix"  // goodput over fragment count, a panel per fragment size and direction
+	KindSweep   FigureKind = "sweep"   // goodput over a -sweep axis's values, a panel per workload
 )
 
 // MaxFigureWidthPx bounds every picture's width.
@@ -354,6 +355,7 @@ func truncate(s string, n int) string {
 func Figures(passes []PassResult) []Figure {
 	var out []Figure
 	for _, p := range passes {
+		first := len(out)
 		goals := passGoals(p)
 		var thr, lat, mat []*WorkloadResult
 		for i := range p.Workloads {
@@ -377,7 +379,14 @@ func Figures(passes []PassResult) []Figure {
 			out = append(out, stagesFigure(p, append(append([]*WorkloadResult(nil), thr...), lat...)))
 		}
 		out = append(out, matrixFigures(p, mat)...)
+		if p.Axis != "" { // a sweep's passes: one set of figures per value, named by it
+			for i := first; i < len(out); i++ {
+				out[i].Name += fmt.Sprintf("-%s-%d", p.Axis, p.AxisValue)
+				out[i].Title += fmt.Sprintf(" (%s %d)", p.Axis, p.AxisValue)
+			}
+		}
 	}
+	out = append(out, sweepFigures(passes)...)
 	return out
 }
 

@@ -71,7 +71,11 @@ func PrintTable(out io.Writer, c *Config, passes []PassResult) {
 		if c.SeedFromClock {
 			seed += " (from the clock; rerun with -seed " + seed + ")"
 		}
-		fmt.Fprintf(out, "\nscatterbench: transport %s, owner %s, seed %s\n", p.Transport, p.Owner, seed)
+		sweep := ""
+		if p.Axis != "" {
+			sweep = fmt.Sprintf(", sweep %s=%d", p.Axis, p.AxisValue)
+		}
+		fmt.Fprintf(out, "\nscatterbench: transport %s, owner %s, seed %s%s\n", p.Transport, p.Owner, seed, sweep)
 		fmt.Fprintf(out, "  %d reps (at least %d for latency-sized workloads; +%d warmup) per workload and mode, %d caller(s), GOMAXPROCS %d, load %s -> %s\n",
 			c.Reps, LatencyMinReps, c.Warmup, c.Callers, runtime.GOMAXPROCS(0), f2(p.LoadBefore), f2(p.LoadAfter))
 		fmt.Fprintf(out, "  goodput = payload / p50 of the full API time, window = payload / median bulk window, both in Gbit/s (1e9 bit/s);\n")

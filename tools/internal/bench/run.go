@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -67,12 +68,19 @@ type PassResult struct {
 	Err error
 	// LoadBefore and LoadAfter are the 1-minute load averages.
 	LoadBefore, LoadAfter float64
+	// Axis and AxisValue: the -sweep axis and its value for this pass
+	// (empty without a sweep).
+	Axis      string
+	AxisValue int64
 }
 
 // Runner runs the passes of a Config.
 type Runner struct {
 	cfg    *Config
 	stderr io.Writer
+	// axis and axisValue: the -sweep axis and the value running now.
+	axis      string
+	axisValue int64
 	// emit receives every JSON line (Line and CeilingLine values) as soon
 	// as it is known; nil drops them.
 	emit func(any) error
@@ -112,24 +120,40 @@ func (r *Runner) Run(ctx context.Context) ([]PassResult, error) {
 			}
 		}
 	}
-	for _, p := range c.Passes {
-		var why error
-		switch {
-		case ctx.Err() != nil:
-			why = fmt.Errorf("interrupted: %w", context.Cause(ctx))
-		case setup != nil:
-			why = setup
+	// Without -sweep the passes run once; with it, once per value, the
+	// axis set in the configuration (and restored after).
+	values := []int64{0}
+	if c.Sweep.Axis != "" {
+		values = c.Sweep.Values
+	}
+	saved := *c
+	defer func() { *c = saved; r.axis, r.axisValue = "", 0 }()
+	for _, x := range values {
+		if c.Sweep.Axis != "" {
+			c.Sweep.apply(c, x)
+			r.axis, r.axisValue = c.Sweep.Axis, x
 		}
-		if why != nil {
-			pr := PassResult{Transport: p.Transport, Owner: c.Owner, LoadBefore: loadAverage(), Err: setup}
-			for _, w := range p.Workloads {
-				r.notRun(&pr, w, p.Transport, why)
+		for _, p := range c.Passes {
+			var why error
+			switch {
+			case ctx.Err() != nil:
+				why = fmt.Errorf("interrupted: %w", context.Cause(ctx))
+			case setup != nil:
+				why = setup
 			}
-			pr.LoadAfter = pr.LoadBefore
+			var pr PassResult
+			if why != nil {
+				pr = PassResult{Transport: p.Transport, Owner: c.Owner, LoadBefore: loadAverage(), Err: setup}
+				for _, w := range p.Workloads {
+					r.notRun(&pr, w, p.Transport, why)
+				}
+				pr.LoadAfter = pr.LoadBefore
+			} else {
+				pr = r.runPass(ctx, p, link)
+			}
+			pr.Axis, pr.AxisValue = r.axis, r.axisValue
 			out = append(out, pr)
-			continue
 		}
-		out = append(out, r.runPass(ctx, p, link))
 	}
 	var errs []error
 	for _, pr := range out {
@@ -248,10 +272,25 @@ func (r *Runner) record(pr *PassResult, transport string, wr WorkloadResult, err
 }
 
 func (r *Runner) emitLine(v any) {
-	if r.emit != nil {
-		if err := r.emit(v); err != nil {
-			fmt.Fprintf(r.stderr, "scatterbench: writing JSON: %v\n", err)
+	if r.emit == nil {
+		return
+	}
+	if r.axis != "" {
+		// A sweep's lines carry its axis and value (fields only added).
+		b, err := json.Marshal(v)
+		m := map[string]any{}
+		if err == nil {
+			err = json.Unmarshal(b, &m)
 		}
+		if err != nil {
+			fmt.Fprintf(r.stderr, "scatterbench: writing JSON: %v\n", err)
+			return
+		}
+		m["axis"], m["axis_value"] = r.axis, r.axisValue
+		v = m
+	}
+	if err := r.emit(v); err != nil {
+		fmt.Fprintf(r.stderr, "scatterbench: writing JSON: %v\n", err)
 	}
 }
 
