@@ -138,7 +138,7 @@ func sweepFigures(passes []PassResult) []Figure {
 		f := Figure{Name: fmt.Sprintf("sweep-%s-%s", k.transport, k.axis), Kind: KindSweep, Transport: k.transport,
 			Title:    fmt.Sprintf("scatterbench sweep of %s over %s", k.axis, k.transport),
 			Subtitle: fmt.Sprintf("goodput (Gbit/s) over %s, one panel per workload; grey: the workload's ceilings", k.axis),
-			PanelW: 560, PanelH: 230}
+			PanelW:   560, PanelH: 230}
 		cs := newColors()
 		var names []string
 		for _, p := range ps {
