@@ -31,6 +31,27 @@ type batch struct {
 	bytes   int
 	reader  bool // filled by the lane reader; recycled to its own list
 	checked bool // frames carry the checksum trailer (the lane's setting)
+	// seals are the frames whose payload (by reference) is checksummed
+	// when the batch is written, on the lane's writer: a Post of a large
+	// WRITE does not checksum it on the posting goroutine (the owner's
+	// gather pipeline, which has the next chunk to pack) under the queue's
+	// lock, and the lanes checksum their batches in parallel.
+	seals []seal
+}
+
+// seal is a frame at buf[at:] whose trailer awaits p's checksum.
+type seal struct {
+	at int
+	p  []byte
+}
+
+// sealAll checksums the batch's deferred payloads into their trailers.
+func (b *batch) sealAll() {
+	for _, s := range b.seals {
+		frame.SealChecked(b.buf[s.at:], frame.PayloadCRC(s.p))
+	}
+	clear(b.seals)
+	b.seals = b.seals[:0]
 }
 
 func (b *batch) extend(lo int) {
@@ -58,10 +79,15 @@ func (b *batch) header(h *frame.Header) {
 // inlineMax bytes, else by reference (p must not change until written).
 func (b *batch) frame(h *frame.Header, p []byte, inlineMax int) {
 	lo := len(b.buf)
-	if b.checked {
-		b.buf = frame.AppendChecked(b.buf, h, frame.PayloadCRC(p))
-	} else {
+	switch {
+	case !b.checked:
 		b.buf = frame.Append(b.buf, h)
+	case len(p) > inlineMax:
+		// By reference: checksummed when written (sealAll).
+		b.buf = frame.AppendChecked(b.buf, h, 0)
+		b.seals = append(b.seals, seal{at: lo, p: p})
+	default:
+		b.buf = frame.AppendChecked(b.buf, h, frame.PayloadCRC(p))
 	}
 	if len(p) <= inlineMax {
 		b.buf = append(b.buf, p...)
@@ -78,7 +104,8 @@ func (b *batch) frameInline(h *frame.Header, p []byte) { b.frame(h, p, len(p)) }
 
 func (b *batch) reset() {
 	clear(b.segs)
-	b.buf, b.segs, b.bytes = b.buf[:0], b.segs[:0], 0
+	clear(b.seals)
+	b.buf, b.segs, b.seals, b.bytes = b.buf[:0], b.segs[:0], b.seals[:0], 0
 }
 
 // sendq hands batches from producers (Post, the lane's reader, handler
@@ -231,6 +258,7 @@ func (q *sendq) submitDirect(b *batch, nc net.Conn) error {
 // (emptied) for reuse.
 func (q *sendq) write(nc net.Conn, taken []*batch, iov [][]byte) ([][]byte, error) {
 	for _, b := range taken {
+		b.sealAll()
 		for _, s := range b.segs {
 			if s.ext != nil {
 				iov = append(iov, s.ext)

@@ -29,6 +29,16 @@ func AppendChecked(dst []byte, h *Header, payloadCRC uint32) []byte {
 	return dst
 }
 
+// SealChecked fills in the trailer of a frame that AppendChecked wrote
+// with a payload checksum of 0 (f starts at its header): the payload's
+// checksum, and the header check over the header and it. A sender can so
+// append a frame's header at once and checksum a large payload later, on
+// the goroutine that writes it.
+func SealChecked(f []byte, payloadCRC uint32) {
+	binary.LittleEndian.PutUint32(f[HeaderSize+4:], payloadCRC)
+	binary.LittleEndian.PutUint32(f[HeaderSize:], headerCRC(f[:HeaderSize], f[HeaderSize+4:HeaderSize+8]))
+}
+
 // headerCRC is the header check: over the header and the payload's
 // checksum.
 func headerCRC(header, payloadCRC []byte) uint32 {

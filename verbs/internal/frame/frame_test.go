@@ -380,3 +380,20 @@ func writeSeeds(t *testing.T, target string, seeds [][]byte) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed%02d", i)), []byte(body), 0o644))
 	}
 }
+
+// TestSealChecked: a frame appended with a zero payload checksum and
+// sealed later is byte for byte the frame appended with the checksum at
+// once (so a reader verifies it as it would the other).
+func TestSealChecked(t *testing.T) {
+	payload := make([]byte, 3000)
+	for i := range payload {
+		payload[i] = byte(i*7 + 3)
+	}
+	h := Header{Type: TypeWrite, ID: 42, Key: 7, Off: 1 << 33, Len: uint32(len(payload))}
+	want := AppendChecked([]byte("prefix"), &h, PayloadCRC(payload))
+	got := AppendChecked([]byte("prefix"), &h, 0)
+	SealChecked(got[len("prefix"):], PayloadCRC(payload))
+	if !bytes.Equal(want, got) {
+		t.Fatalf("sealed frame differs:\n got %x\nwant %x", got, want)
+	}
+}
