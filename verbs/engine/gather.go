@@ -250,6 +250,134 @@ func (op *Operation) addOwnerStats(st *gatherwire.Stats, call time.Duration) {
 	t.Waves++
 }
 
+// chunkSlot is one chunk of a gather sent as a command per chunk (WRITE,
+// staged READ, chunked READ): its lease of the engine's staging (WRITE and
+// staged READ), its command and its reply; reused from one operation to
+// the next.
+type chunkSlot struct {
+	lease     bufferpool.Lease
+	n         int             // the chunk's payload bytes
+	at        uint64          // staged READ: the chunk's stream offset
+	runs      []planfmt.Run   // staged READ: the destination runs it touches
+	scatter   time.Duration   // staged READ: its scatter
+	ranges    []planfmt.Range // the command's ranges, built in place
+	cmd, resp []byte
+	st        gatherwire.Stats
+	d         time.Duration
+	err       error
+}
+
+// runChunks is the loop of a gather sent as a command per chunk: while
+// a slot is free (P of them) and fill has a chunk to give, fill builds the
+// chunk's command into the slot (leasing staging when it needs it) and
+// call runs on a goroutine of its own; each reply comes back here, its
+// lease is released and its figures folded into the trace. A failure
+// stops the issuing, the calls in flight are waited for (their leases may
+// be in use until then), and the first failure is returned. fill reports
+// whether it filled the slot (false: nothing is left, and it is not
+// called again). dir and what check and name the replies.
+func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot) (bool, error, Fallback), call func(w *chunkSlot)) (error, Fallback) {
+	chunk, slots := op.g.chunk, max(op.g.slots, 1)
+	for len(op.g.wslots) < slots {
+		op.g.wslots = append(op.g.wslots, &chunkSlot{})
+	}
+	if cap(op.g.wdone) < slots {
+		op.g.wdone = make(chan *chunkSlot, slots)
+	}
+	free := append(op.g.wfree[:0], op.g.wslots[:slots]...)
+	var held, peak int64
+	var began, ended time.Time // the first call, the last reply: the Window
+	var first error
+	firstFb := FallbackNone
+	fail := func(err error, fb Fallback) {
+		if first == nil {
+			first, firstFb = err, fb
+		}
+	}
+	release := func(w *chunkSlot) {
+		if w.lease != (bufferpool.Lease{}) {
+			held -= int64(w.lease.Class())
+			_ = w.lease.Release()
+			w.lease = bufferpool.Lease{}
+		}
+	}
+	inflight, exhausted := 0, false
+	for {
+		if first == nil && !exhausted && len(free) > 0 {
+			w := free[len(free)-1]
+			ok, err, fb := fill(w)
+			if w.lease != (bufferpool.Lease{}) {
+				held += int64(w.lease.Class())
+				peak = max(peak, held)
+			}
+			if err == nil && ok {
+				if cerr := op.ctx.Err(); cerr != nil { // ended: send nothing more
+					err, fb = cerr, FallbackAborted
+				}
+			}
+			if err != nil {
+				release(w)
+				fail(err, fb)
+				continue
+			}
+			exhausted = !ok
+			if ok {
+				free = free[:len(free)-1]
+				if began.IsZero() {
+					began = time.Now()
+				}
+				inflight++
+				go call(w)
+				continue
+			}
+		}
+		if inflight == 0 {
+			break
+		}
+		// The owner is done with the chunk (or gave up) when its call returns.
+		w := <-op.g.wdone
+		inflight--
+		ended = time.Now()
+		release(w)
+		w.runs = nil
+		free = append(free, w)
+		switch {
+		case w.err != nil:
+			fail(w.err, classify(w.err))
+		case w.st.Dir != dir || w.st.Payload != uint64(w.n):
+			fail(&WireError{Message: "reply", Field: "payload",
+				Reason: fmt.Sprintf("%s of %d bytes for a %s chunk of %d", w.st.Dir, w.st.Payload, what, w.n)}, FallbackAborted)
+		default:
+			op.mu.Lock()
+			op.addOwnerStats(&w.st, w.d)
+			op.trace.Scatter += w.scatter
+			op.mu.Unlock()
+		}
+	}
+	op.g.wfree = free[:0]
+	op.mu.Lock()
+	// The operation's own shape (the replies carry the owner's per-command
+	// slots), the staging it held (its leases at once, or an owner's
+	// command, whichever is larger) and the requester's window.
+	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
+	op.trace.StagingPeak = max(op.trace.StagingPeak, peak)
+	if !began.IsZero() {
+		op.trace.Window = ended.Sub(began)
+	}
+	op.mu.Unlock()
+	if first != nil {
+		return first, firstFb
+	}
+	return nil, FallbackNone
+}
+
+// chunkCall sends one chunk's command and hands the slot back.
+func (op *Operation) chunkCall(w *chunkSlot) {
+	w.st, w.scatter = gatherwire.Stats{}, 0
+	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
+	op.g.wdone <- w
+}
+
 // gatherWrite stages the payload chunk by chunk, each chunk packed into a
 // lease of C bytes of the requester's staging, and has the owner read and
 // scatter each one (a command per chunk), with up to P chunks in flight:
@@ -259,163 +387,79 @@ func (op *Operation) addOwnerStats(st *gatherwire.Stats, call time.Duration) {
 func (op *Operation) gatherWrite() (error, Fallback) {
 	stg := op.e.cfg.Staging
 	pool, key := stg.Pool(), stg.Region().Key()
-	chunk, slots := op.g.chunk, max(op.g.slots, 1)
+	chunk := op.g.chunk
 	local := op.sop.Local.Bytes()[op.sop.LocalOff : op.sop.LocalOff+op.sop.Plan.SrcExtent]
 	plan := op.gatherPlan()
+	isRows := plan.Form == planfmt.FormRows
 	var rows packstream.RowCursor
 	var rng packstream.RangeCursor
-	if plan.Form == planfmt.FormRows {
+	if isRows {
 		rows.Init(plan, local, op.geom.Skipped > 0)
 	} else {
 		rng.Init(plan.Ranges)
 	}
-	done := func() bool {
-		if plan.Form == planfmt.FormRows {
-			return rows.Done()
-		}
-		return rng.Done()
-	}
-	for len(op.g.wslots) < slots {
-		op.g.wslots = append(op.g.wslots, &writeSlot{})
-	}
-	if cap(op.g.wdone) < slots {
-		op.g.wdone = make(chan *writeSlot, slots)
-	}
-	free := op.g.wfree[:0]
-	for _, w := range op.g.wslots[:slots] {
-		free = append(free, w)
-	}
 	runs := packstream.RunCursor{Runs: op.g.runs}
 	var stream uint64
 	var packTime time.Duration
-	var held, peak int64
-	var first error
-	firstFb := FallbackNone
-	fail := func(err error, fb Fallback) {
-		if first == nil {
-			first, firstFb = err, fb
+	wave := 0
+	fill := func(w *chunkSlot) (bool, error, Fallback) {
+		if isRows && rows.Done() || !isRows && rng.Done() {
+			return false, nil, FallbackNone
 		}
+		lease, err := pool.AcquireTimeout(int(chunk), op.e.cfg.StagingTimeout)
+		if err != nil {
+			return false, fmt.Errorf("verbs: write staging: %w", err), FallbackExhausted
+		}
+		w.lease = lease
+		buf := lease.Bytes()[:chunk]
+		cid := stage.ChunkID(op.id, wave)
+		wave++
+		stage.Begin(cid, stage.Pack)
+		t := time.Now()
+		if isRows {
+			w.n = rows.PackInto(buf)
+		} else {
+			w.n = rng.PackInto(buf, local)
+		}
+		packTime += time.Since(t)
+		stage.End(cid, stage.Pack, uint64(w.n))
+		ranges := w.ranges[:0]
+		runs.Each(stream, stream+uint64(w.n), func(dst, at, l uint64) {
+			ranges = append(ranges, planfmt.Range{Src: at - stream, Dst: dst, Len: l})
+		})
+		w.ranges = ranges
+		stream += uint64(w.n)
+		cmd := planfmt.Command{
+			OpID: op.id, Dir: planfmt.Write,
+			Src:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: uint64(w.n)},
+			Dst:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.DstExtent},
+			Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
+			Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(w.n), DstExtent: op.sop.Plan.DstExtent, Ranges: ranges},
+		}
+		w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
+		return err == nil, err, FallbackAborted
 	}
-	inflight := 0
-	var began, ended time.Time // the first call, the last reply: the Window
-	for wave := 0; ; {
-		// Issue while a slot is free and there is payload left.
-		if first == nil && len(free) > 0 && !done() {
-			if err := op.ctx.Err(); err != nil {
-				fail(err, FallbackAborted)
-				continue
-			}
-			lease, err := pool.AcquireTimeout(int(chunk), op.e.cfg.StagingTimeout)
-			if err != nil {
-				fail(fmt.Errorf("verbs: write staging: %w", err), FallbackExhausted)
-				continue
-			}
-			held += int64(lease.Class())
-			peak = max(peak, held)
-			w := free[len(free)-1]
-			free = free[:len(free)-1]
-			w.lease = lease
-			buf := lease.Bytes()[:chunk]
-			cid := stage.ChunkID(op.id, wave)
-			stage.Begin(cid, stage.Pack)
-			t := time.Now()
-			if plan.Form == planfmt.FormRows {
-				w.n = rows.PackInto(buf)
-			} else {
-				w.n = rng.PackInto(buf, local)
-			}
-			packTime += time.Since(t)
-			stage.End(cid, stage.Pack, uint64(w.n))
-			ranges := w.ranges[:0]
-			runs.Each(stream, stream+uint64(w.n), func(dst, at, l uint64) {
-				ranges = append(ranges, planfmt.Range{Src: at - stream, Dst: dst, Len: l})
-			})
-			w.ranges = ranges
-			cmd := planfmt.Command{
-				OpID: op.id, Dir: planfmt.Write,
-				Src:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: uint64(w.n)},
-				Dst:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.DstExtent},
-				Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
-				Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: uint64(w.n), DstExtent: op.sop.Plan.DstExtent, Ranges: ranges},
-			}
-			w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
-			stream += uint64(w.n)
-			wave++
-			if err != nil {
-				held -= int64(lease.Class())
-				_ = lease.Release()
-				free = append(free, w)
-				fail(err, FallbackAborted)
-				continue
-			}
-			if began.IsZero() {
-				began = time.Now()
-			}
-			inflight++
-			go op.writeCall(w)
-			continue
-		}
-		if inflight == 0 {
-			break
-		}
-		// The owner has read the chunk (or given up) when its call returns.
-		w := <-op.g.wdone
-		inflight--
-		ended = time.Now()
-		held -= int64(w.lease.Class())
-		_ = w.lease.Release()
-		w.lease = bufferpool.Lease{}
-		free = append(free, w)
-		switch {
-		case w.err != nil:
-			fail(w.err, classify(w.err))
-		case w.st.Dir != verbs.OpWrite || w.st.Payload != uint64(w.n):
-			fail(&WireError{Message: "reply", Field: "payload",
-				Reason: fmt.Sprintf("%s of %d bytes for a WRITE chunk of %d", w.st.Dir, w.st.Payload, w.n)}, FallbackAborted)
-		default:
-			op.mu.Lock()
-			op.addOwnerStats(&w.st, w.d)
-			op.mu.Unlock()
-		}
-	}
-	op.g.wfree = free[:0]
+	err, fb := op.runChunks(verbs.OpWrite, "WRITE", fill, op.chunkCall)
 	op.mu.Lock()
 	op.trace.Pack += packTime
-	// The operation's own shape (the replies carry the owner's per-command
-	// slots), and the staging it held: the requester's leases at once, or
-	// an owner's command, whichever is larger.
-	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
-	if !began.IsZero() {
-		op.trace.Window = ended.Sub(began)
-	}
-	op.trace.StagingPeak = max(op.trace.StagingPeak, peak)
 	op.mu.Unlock()
-	if first != nil {
-		return first, firstFb
+	return err, fb
+}
+
+// appendChunkRanges appends the ranges of the next n stream bytes of spans
+// (from span *si, *off bytes into it, both advanced): their sources, and
+// as destination dst(span, off) for each piece.
+func appendChunkRanges(rs []planfmt.Range, spans []planfmt.Range, si *int, off *uint64, n uint64, dst func(sp *planfmt.Range, off, got uint64) uint64) []planfmt.Range {
+	for got := uint64(0); got < n; {
+		sp := &spans[*si]
+		l := min(sp.Len-*off, n-got)
+		rs = append(rs, planfmt.Range{Src: sp.Src + *off, Dst: dst(sp, *off, got), Len: l})
+		got += l
+		if *off += l; *off == sp.Len {
+			*si, *off = *si+1, 0
+		}
 	}
-	return nil, FallbackNone
-}
-
-// writeSlot is a WRITE gather's lease in flight: the chunk packed into it,
-// its command, the reply; reused from one operation to the next.
-type writeSlot struct {
-	lease     bufferpool.Lease
-	n         int
-	at        uint64        // staged READ: the chunk's stream offset
-	runs      []planfmt.Run // staged READ: the destination runs it touches
-	scatter   time.Duration // staged READ: its scatter
-	ranges    []planfmt.Range
-	cmd, resp []byte
-	st        gatherwire.Stats
-	d         time.Duration
-	err       error
-}
-
-// writeCall sends one chunk's command and hands the slot back.
-func (op *Operation) writeCall(w *writeSlot) {
-	w.st = gatherwire.Stats{}
-	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
-	op.g.wdone <- w
+	return rs
 }
 
 // gatherStaged runs a READ gather whose destination is too fragmented for
@@ -428,136 +472,56 @@ func (op *Operation) writeCall(w *writeSlot) {
 func (op *Operation) gatherStaged() (error, Fallback) {
 	stg := op.e.cfg.Staging
 	pool, key := stg.Pool(), stg.Region().Key()
-	chunk, slots := op.g.chunk, max(op.g.slots, 1)
+	chunk := op.g.chunk
 	total := op.geom.Bytes
-	for len(op.g.wslots) < slots {
-		op.g.wslots = append(op.g.wslots, &writeSlot{})
-	}
-	if cap(op.g.wdone) < slots {
-		op.g.wdone = make(chan *writeSlot, slots)
-	}
-	free := op.g.wfree[:0]
-	for _, w := range op.g.wslots[:slots] {
-		free = append(free, w)
-	}
 	spans, runs := op.g.spans, op.g.runs
 	var si int      // the span the next chunk starts in
 	var sOff uint64 // bytes of it already in earlier chunks
 	var ri int      // the first run the next chunk touches
 	var stream uint64
-	var held, peak int64
-	var first error
-	firstFb := FallbackNone
-	fail := func(err error, fb Fallback) {
-		if first == nil {
-			first, firstFb = err, fb
+	inChunk := func(_ *planfmt.Range, _, got uint64) uint64 { return got } // landing contiguously in the lease
+	fill := func(w *chunkSlot) (bool, error, Fallback) {
+		if stream >= total {
+			return false, nil, FallbackNone
 		}
+		lease, err := pool.AcquireTimeout(int(chunk), op.e.cfg.StagingTimeout)
+		if err != nil {
+			return false, fmt.Errorf("verbs: staging for a staged read: %w", err), FallbackExhausted
+		}
+		w.lease = lease
+		n := min(uint64(chunk), total-stream)
+		w.n, w.at = int(n), stream
+		w.ranges = appendChunkRanges(w.ranges[:0], spans, &si, &sOff, n, inChunk)
+		// Its destination runs: from the first touching [stream, stream+n).
+		for ri < len(runs) && runs[ri].Stream+runs[ri].Len <= stream {
+			ri++
+		}
+		rj := ri
+		for rj < len(runs) && runs[rj].Stream < stream+n {
+			rj++
+		}
+		w.runs = runs[ri:rj]
+		stream += n
+		cmd := planfmt.Command{
+			OpID: op.id, Dir: planfmt.Read,
+			Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
+			Dst:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: n},
+			Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
+			Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent, DstExtent: n, Ranges: w.ranges},
+		}
+		w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
+		return err == nil, err, FallbackAborted
 	}
-	inflight := 0
-	var began, ended time.Time // the first call, the last reply: the Window
-	for {
-		if first == nil && len(free) > 0 && stream < total {
-			if err := op.ctx.Err(); err != nil {
-				fail(err, FallbackAborted)
-				continue
-			}
-			lease, err := pool.AcquireTimeout(int(chunk), op.e.cfg.StagingTimeout)
-			if err != nil {
-				fail(fmt.Errorf("verbs: staging for a staged read: %w", err), FallbackExhausted)
-				continue
-			}
-			held += int64(lease.Class())
-			peak = max(peak, held)
-			w := free[len(free)-1]
-			free = free[:len(free)-1]
-			w.lease = lease
-			n := min(uint64(chunk), total-stream)
-			w.n, w.at = int(n), stream
-			// The chunk's sources, landing contiguously in the lease.
-			ranges := w.ranges[:0]
-			for got := uint64(0); got < n; {
-				sp := spans[si]
-				l := min(sp.Len-sOff, n-got)
-				ranges = append(ranges, planfmt.Range{Src: sp.Src + sOff, Dst: got, Len: l})
-				got += l
-				if sOff += l; sOff == sp.Len {
-					si, sOff = si+1, 0
-				}
-			}
-			w.ranges = ranges
-			// Its destination runs: from the first touching [stream, stream+n).
-			for ri < len(runs) && runs[ri].Stream+runs[ri].Len <= stream {
-				ri++
-			}
-			rj := ri
-			for rj < len(runs) && runs[rj].Stream < stream+n {
-				rj++
-			}
-			w.runs = runs[ri:rj]
-			cmd := planfmt.Command{
-				OpID: op.id, Dir: planfmt.Read,
-				Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
-				Dst:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: n},
-				Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
-				Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent, DstExtent: n, Ranges: ranges},
-			}
-			w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
-			stream += n
-			if err != nil {
-				held -= int64(lease.Class())
-				_ = lease.Release()
-				free = append(free, w)
-				fail(err, FallbackAborted)
-				continue
-			}
-			if began.IsZero() {
-				began = time.Now()
-			}
-			inflight++
-			go op.stagedCall(w)
-			continue
-		}
-		if inflight == 0 {
-			break
-		}
-		w := <-op.g.wdone
-		inflight--
-		ended = time.Now()
-		held -= int64(w.lease.Class())
-		_ = w.lease.Release()
-		w.lease, w.runs = bufferpool.Lease{}, nil
-		free = append(free, w)
-		switch {
-		case w.err != nil:
-			fail(w.err, classify(w.err))
-		case w.st.Dir != verbs.OpRead || w.st.Payload != uint64(w.n):
-			fail(&WireError{Message: "reply", Field: "payload",
-				Reason: fmt.Sprintf("%s of %d bytes for a staged READ chunk of %d", w.st.Dir, w.st.Payload, w.n)}, FallbackAborted)
-		default:
-			op.mu.Lock()
-			op.addOwnerStats(&w.st, w.d)
-			op.trace.Scatter += w.scatter
-			op.mu.Unlock()
-		}
-	}
-	op.g.wfree = free[:0]
+	err, fb := op.runChunks(verbs.OpRead, "staged READ", fill, op.stagedCall)
 	op.mu.Lock()
-	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
-	if !began.IsZero() {
-		op.trace.Window = ended.Sub(began)
-	}
-	op.trace.StagingPeak = max(op.trace.StagingPeak, peak)
 	op.trace.Staged = true
 	op.mu.Unlock()
-	if first != nil {
-		return first, firstFb
-	}
-	return nil, FallbackNone
+	return err, fb
 }
 
 // stagedCall sends one staged chunk's command and, once the chunk has
 // landed in its lease, scatters it into its destination runs.
-func (op *Operation) stagedCall(w *writeSlot) {
+func (op *Operation) stagedCall(w *chunkSlot) {
 	w.st, w.scatter = gatherwire.Stats{}, 0
 	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
 	if w.err == nil && w.st.Dir == verbs.OpRead && w.st.Payload == uint64(w.n) {
@@ -584,17 +548,7 @@ func (op *Operation) stagedCall(w *writeSlot) {
 // command.
 func (op *Operation) gatherChunked() (error, Fallback) {
 	plan := op.gatherPlan()
-	chunk, slots := op.g.chunk, max(op.g.slots, 1)
-	for len(op.g.wslots) < slots {
-		op.g.wslots = append(op.g.wslots, &writeSlot{})
-	}
-	if cap(op.g.wdone) < slots {
-		op.g.wdone = make(chan *writeSlot, slots)
-	}
-	free := op.g.wfree[:0]
-	for _, w := range op.g.wslots[:slots] {
-		free = append(free, w)
-	}
+	chunk := op.g.chunk
 	isRows := plan.Form == planfmt.FormRows
 	var ids, per int // rows: ids in all, ids per chunk
 	if isRows {
@@ -607,112 +561,45 @@ func (op *Operation) gatherChunked() (error, Fallback) {
 	var sOff uint64 // ranges: bytes of it already in earlier chunks
 	var stream uint64
 	total := op.geom.Bytes
-	done := func() bool {
+	inPlace := func(sp *planfmt.Range, off, _ uint64) uint64 { return sp.Dst + off }
+	fill := func(w *chunkSlot) (bool, error, Fallback) {
+		if isRows && next >= ids || !isRows && stream >= total {
+			return false, nil, FallbackNone
+		}
+		sub := planfmt.Plan{Form: plan.Form, SrcExtent: plan.SrcExtent, DstExtent: plan.DstExtent}
+		var n uint64
 		if isRows {
-			return next >= ids
-		}
-		return stream >= total
-	}
-	var first error
-	firstFb := FallbackNone
-	fail := func(err error, fb Fallback) {
-		if first == nil {
-			first, firstFb = err, fb
-		}
-	}
-	inflight := 0
-	var began, ended time.Time // the first call, the last reply: the Window
-	for {
-		if first == nil && len(free) > 0 && !done() {
-			if err := op.ctx.Err(); err != nil {
-				fail(err, FallbackAborted)
-				continue
-			}
-			w := free[len(free)-1]
-			free = free[:len(free)-1]
-			sub := planfmt.Plan{Form: plan.Form, SrcExtent: plan.SrcExtent, DstExtent: plan.DstExtent}
-			var n uint64
-			if isRows {
-				hi := min(next+per, ids)
-				sub.Rows = plan.Rows
-				if len(plan.Rows.IDs32) != 0 {
-					sub.Rows.IDs32 = plan.Rows.IDs32[next:hi]
-					n = liveRows(sub.Rows.IDs32)
-				} else {
-					sub.Rows.IDs64 = plan.Rows.IDs64[next:hi]
-					n = liveRows(sub.Rows.IDs64)
-				}
-				n *= plan.Rows.RowSize
-				sub.Rows.DstBase = plan.Rows.DstBase + uint64(next)*plan.Rows.RowSize
-				next = hi
+			hi := min(next+per, ids)
+			sub.Rows = plan.Rows
+			if len(plan.Rows.IDs32) != 0 {
+				sub.Rows.IDs32 = plan.Rows.IDs32[next:hi]
+				n = liveRows(sub.Rows.IDs32)
 			} else {
-				n = min(uint64(chunk), total-stream)
-				ranges := w.ranges[:0]
-				for got := uint64(0); got < n; {
-					sp := spans[si]
-					l := min(sp.Len-sOff, n-got)
-					ranges = append(ranges, planfmt.Range{Src: sp.Src + sOff, Dst: sp.Dst + sOff, Len: l})
-					got += l
-					if sOff += l; sOff == sp.Len {
-						si, sOff = si+1, 0
-					}
-				}
-				w.ranges = ranges
-				sub.Ranges = ranges
+				sub.Rows.IDs64 = plan.Rows.IDs64[next:hi]
+				n = liveRows(sub.Rows.IDs64)
 			}
-			stream += n
-			w.n = int(n)
-			cmd := planfmt.Command{
-				OpID: op.id, Dir: planfmt.Read,
-				Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
-				Dst:   planfmt.Window{Key: uint64(op.sop.Local.Key()), Off: op.sop.LocalOff, Len: op.sop.Plan.DstExtent},
-				Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
-				Plan: sub,
-			}
-			var err error
-			w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
-			if err != nil {
-				free = append(free, w)
-				fail(err, FallbackAborted)
-				continue
-			}
-			if began.IsZero() {
-				began = time.Now()
-			}
-			inflight++
-			go op.writeCall(w)
-			continue
+			n *= plan.Rows.RowSize
+			sub.Rows.DstBase = plan.Rows.DstBase + uint64(next)*plan.Rows.RowSize
+			next = hi
+		} else {
+			n = min(uint64(chunk), total-stream)
+			w.ranges = appendChunkRanges(w.ranges[:0], spans, &si, &sOff, n, inPlace)
+			sub.Ranges = w.ranges
 		}
-		if inflight == 0 {
-			break
+		stream += n
+		w.n = int(n)
+		cmd := planfmt.Command{
+			OpID: op.id, Dir: planfmt.Read,
+			Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
+			Dst:   planfmt.Window{Key: uint64(op.sop.Local.Key()), Off: op.sop.LocalOff, Len: op.sop.Plan.DstExtent},
+			Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
+			Plan: sub,
 		}
-		w := <-op.g.wdone
-		inflight--
-		ended = time.Now()
-		free = append(free, w)
-		switch {
-		case w.err != nil:
-			fail(w.err, classify(w.err))
-		case w.st.Dir != verbs.OpRead || w.st.Payload != uint64(w.n):
-			fail(&WireError{Message: "reply", Field: "payload",
-				Reason: fmt.Sprintf("%s of %d bytes for a READ chunk of %d", w.st.Dir, w.st.Payload, w.n)}, FallbackAborted)
-		default:
-			op.mu.Lock()
-			op.addOwnerStats(&w.st, w.d)
-			op.mu.Unlock()
-		}
+		var err error
+		w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
+		return err == nil, err, FallbackAborted
 	}
-	op.g.wfree = free[:0]
-	op.mu.Lock()
-	op.trace.ChunkBytes, op.trace.Slots = chunk, slots
-	if !began.IsZero() {
-		op.trace.Window = ended.Sub(began)
-	}
-	op.mu.Unlock()
-	if first != nil {
-		return first, firstFb
-	}
-	return nil, FallbackNone
+	return op.runChunks(verbs.OpRead, "READ", fill, op.chunkCall)
 }
 
 // liveRows counts the ids that are not -1 (skipped rows carry no bytes).

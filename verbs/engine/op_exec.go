@@ -69,9 +69,9 @@ type gatherState struct {
 	staged          bool            // a READ gather lands in the engine's staging and is scattered here
 	chunked         bool            // a READ gather sent as a command per chunk (Config.ChunkedRead)
 	spans           []planfmt.Range // staged and chunked READ: the plan's spans in stream order
-	wslots          []*writeSlot    // a gather sent per chunk: its chunks in flight, reused
-	wfree           []*writeSlot
-	wdone           chan *writeSlot // their calls' completions
+	wslots          []*chunkSlot    // a gather sent per chunk: its chunks in flight, reused
+	wfree           []*chunkSlot
+	wdone           chan *chunkSlot // their calls' completions
 	runs            []planfmt.Run
 	cmd             planfmt.Command
 	cmdBuf, respBuf []byte
