@@ -356,15 +356,23 @@ func sk_cuda_warmup(dev C.uint64_t, stream C.uint64_t, err *C.sk_error) C.int32_
 	return ret(err, protect(func() error { return warmup(uint64(dev), uint64(stream)) }))
 }
 
+// deviceArgsOf converts a device lookup's C arguments, once for
+// sk_cuda_lookup, sk_cuda_lookupv and sk_cuda_bench_graph (as argsOf
+// does for the host lookups).
+func deviceArgsOf(dev, cols, stream C.uint64_t, t C.int64_t, k C.int32_t, ids C.uint64_t, id_bits C.int32_t,
+	out C.uint64_t, out_len, off, tstride, kstride C.int64_t, offsets *C.int64_t) deviceLookupArgs {
+	return deviceLookupArgs{dev: uint64(dev), cols: uint64(cols), stream: uint64(stream), t: int64(t), k: int32(k),
+		ids: uint64(ids), idBits: int32(id_bits), out: uint64(out), outLen: int64(out_len), off: int64(off),
+		tStride: int64(tstride), kStride: int64(kstride), offsets: unsafe.Pointer(offsets)}
+}
+
 //export sk_cuda_lookup
 func sk_cuda_lookup(dev C.uint64_t, cols C.uint64_t, stream C.uint64_t, t C.int64_t, k C.int32_t,
 	ids C.uint64_t, id_bits C.int32_t,
 	out C.uint64_t, out_len C.int64_t, off C.int64_t,
 	tstride C.int64_t, kstride C.int64_t,
 	offsets *C.int64_t, err *C.sk_error) C.int32_t {
-	a := deviceLookupArgs{dev: uint64(dev), cols: uint64(cols), stream: uint64(stream), t: int64(t), k: int32(k),
-		ids: uint64(ids), idBits: int32(id_bits), out: uint64(out), outLen: int64(out_len), off: int64(off),
-		tStride: int64(tstride), kStride: int64(kstride), offsets: unsafe.Pointer(offsets)}
+	a := deviceArgsOf(dev, cols, stream, t, k, ids, id_bits, out, out_len, off, tstride, kstride, offsets)
 	return ret(err, protect(func() error { return deviceLookup(&a) }))
 }
 
@@ -379,9 +387,7 @@ func sk_cuda_bench_graph(dev C.uint64_t, cols C.uint64_t, stream C.uint64_t, t C
 	out C.uint64_t, out_len C.int64_t, off C.int64_t,
 	tstride C.int64_t, kstride C.int64_t,
 	offsets *C.int64_t, n C.int64_t, ns *C.int64_t, err *C.sk_error) C.int32_t {
-	a := deviceLookupArgs{dev: uint64(dev), cols: uint64(cols), stream: uint64(stream), t: int64(t), k: int32(k),
-		ids: uint64(ids), idBits: int32(id_bits), out: uint64(out), outLen: int64(out_len), off: int64(off),
-		tStride: int64(tstride), kStride: int64(kstride), offsets: unsafe.Pointer(offsets)}
+	a := deviceArgsOf(dev, cols, stream, t, k, ids, id_bits, out, out_len, off, tstride, kstride, offsets)
 	return ret(err, protect(func() error {
 		d, e := benchGraph(&a, int64(n))
 		if e == nil && ns != nil {
@@ -396,10 +402,8 @@ func sk_cuda_lookupv(args *C.sk_cuda_lookup_args, err *C.sk_error) C.int32_t {
 	if args == nil {
 		return ret(err, badArg("args", "NULL"))
 	}
-	a := deviceLookupArgs{dev: uint64(args.dev), cols: uint64(args.cols), stream: uint64(args.stream), t: int64(args.t),
-		k: int32(args.k), ids: uint64(args.ids), idBits: int32(args.id_bits), out: uint64(args.out),
-		outLen: int64(args.out_len), off: int64(args.off), tStride: int64(args.tstride), kStride: int64(args.kstride),
-		offsets: unsafe.Pointer(args.offsets)}
+	a := deviceArgsOf(args.dev, args.cols, args.stream, args.t, args.k, args.ids, args.id_bits, args.out,
+		args.out_len, args.off, args.tstride, args.kstride, args.offsets)
 	return ret(err, protect(func() error { return deviceLookup(&a) }))
 }
 

@@ -182,18 +182,22 @@ def _device_of_pointer(ptr: int, what: str) -> int:
     return d
 
 
+def c_strides(shape: tuple, itemsize: int) -> tuple:
+    """The byte strides of a C-contiguous array of shape (what an interface
+    without strides, or DLPack with NULL strides, means)."""
+    strides, acc = [], itemsize
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
 def _from_cuda_interface(x: Any, iface: dict, what: str) -> Array:
     if iface.get("mask") is not None:
         raise ValueError(f"scatterkit: {what} has a mask: want a dense CUDA array")
     dt = np.dtype(iface["typestr"])
     shape = tuple(iface["shape"])
-    strides = iface.get("strides")
-    if strides is None:
-        strides, acc = [], dt.itemsize
-        for d in reversed(shape):
-            strides.append(acc)
-            acc *= d
-        strides = tuple(reversed(strides))
+    strides = iface.get("strides") or c_strides(shape, dt.itemsize)
     ptr, ro = iface["data"]
     ptr = ptr or 0
     return Array(ptr, shape, tuple(strides), _dtype_name(dt), dt.itemsize, bool(ro), x,
@@ -209,13 +213,7 @@ def _from_interface(x: Any, iface: dict) -> Array:
         return _from_numpy(np.asarray(x))  # a buffer object or a mask: let numpy read it
     dt = np.dtype(iface["typestr"])
     shape = tuple(iface["shape"])
-    strides = iface.get("strides")
-    if strides is None:
-        strides, acc = [], dt.itemsize
-        for d in reversed(shape):
-            strides.append(acc)
-            acc *= d
-        strides = tuple(reversed(strides))
+    strides = iface.get("strides") or c_strides(shape, dt.itemsize)
     return Array(data[0] or 0, shape, tuple(strides), _dtype_name(dt), dt.itemsize, bool(data[1]), x)
 
 
@@ -273,11 +271,7 @@ def _from_dlpack(x: Any) -> Array:
     if t.strides:
         strides = tuple(t.strides[i] * item for i in range(t.ndim))
     else:
-        acc, rev = item, []
-        for d in reversed(shape):
-            rev.append(acc)
-            acc *= d
-        strides = tuple(reversed(rev))
+        strides = c_strides(shape, item)
     return Array((t.data or 0) + t.byte_offset, shape, strides, name, item, False, (x, capsule), ordinal)
 
 
