@@ -551,20 +551,7 @@ func matrixFigures(p PassResult, ws []*WorkloadResult) []Figure {
 			for _, dir := range []string{"read", "write"} {
 				pn := Panel{Title: fmt.Sprintf("%s fragments, %s", sizeName(size), strings.ToUpper(dir)),
 					XLabel: "fragments", YLabel: "Gbit/s"}
-				var modes []string
-				series := map[string]*Series{}
-				add := func(name, ceiling string, col color.RGBA, pt Point) {
-					s := series[name]
-					if s == nil {
-						s = &Series{Mode: name, Ceiling: ceiling, Color: col}
-						if ceiling != "" {
-							s.Mode = ""
-						}
-						series[name] = s
-						modes = append(modes, name)
-					}
-					s.Points = append(s.Points, pt)
-				}
+				var lines lineSet
 				for _, wr := range groups[k] {
 					w := &wr.Workload
 					if w.Small.Size != size || !strings.EqualFold(w.Dir.String(), dir) {
@@ -575,33 +562,17 @@ func matrixFigures(p PassResult, ws []*WorkloadResult) []Figure {
 					if !slices.Contains(pn.XTicks, x) {
 						pn.XTicks = append(pn.XTicks, x)
 					}
-					for i := range wr.Lines {
-						l := &wr.Lines[i]
-						col := cs.mode(l.Mode)
-						if measured(l) {
-							add(l.Mode, "", col, Point{X: x, Y: l.GoodputGbps, Workload: w.Name})
-						}
-					}
-					for _, c := range []string{CeilingPack, CeilingDirect} {
-						if v := wr.ceiling(c); !math.IsNaN(v) {
-							add("ceiling "+c, c, refColor[c], Point{X: x, Y: v, Workload: w.Name})
-						}
-					}
+					lines.add(wr, x, cs)
 				}
 				if len(pn.Group) == 0 {
 					pn.Note = "not in this run"
 				}
 				slices.Sort(pn.XTicks)
-				for _, m := range modes {
-					s := series[m]
-					slices.SortFunc(s.Points, func(a, b Point) int { return cmpFloat(a.X, b.X) })
-					pn.Series = append(pn.Series, *s)
-				}
+				pn.Series = lines.series()
 				f.Panels = append(f.Panels, pn)
 			}
 		}
-		f.Keys = append(cs.keys, Key{Name: "ceiling " + CeilingPack, Color: refColor[CeilingPack], Ref: RefCeiling},
-			Key{Name: "ceiling " + CeilingDirect, Color: refColor[CeilingDirect], Ref: RefCeiling})
+		f.Keys = append(cs.keys, ceilingKeys()...)
 		out = append(out, f)
 	}
 	return out
@@ -630,4 +601,60 @@ func passGoals(p PassResult) []Goal {
 	}
 	p.Workloads = ws
 	return Goals([]PassResult{p})
+}
+
+// lineSet gathers the lines of a series panel (matrix, sweep): each
+// mode's goodput and the pack-only and direct-control ceilings, one point
+// per workload result at its x.
+type lineSet struct {
+	order []string
+	by    map[string]*Series
+}
+
+// add puts wr's measured modes and ceilings at x.
+func (ls *lineSet) add(wr *WorkloadResult, x float64, cs *colors) {
+	put := func(name, ceiling string, col color.RGBA, y float64) {
+		s := ls.by[name]
+		if s == nil {
+			if ls.by == nil {
+				ls.by = map[string]*Series{}
+			}
+			s = &Series{Mode: name, Ceiling: ceiling, Color: col}
+			if ceiling != "" {
+				s.Mode = ""
+			}
+			ls.by[name] = s
+			ls.order = append(ls.order, name)
+		}
+		s.Points = append(s.Points, Point{X: x, Y: y, Workload: wr.Workload.Name})
+	}
+	for i := range wr.Lines {
+		l := &wr.Lines[i]
+		col := cs.mode(l.Mode) // in the key even when not measured
+		if measured(l) {
+			put(l.Mode, "", col, l.GoodputGbps)
+		}
+	}
+	for _, c := range []string{CeilingPack, CeilingDirect} {
+		if v := wr.ceiling(c); !math.IsNaN(v) {
+			put("ceiling "+c, c, refColor[c], v)
+		}
+	}
+}
+
+// series returns the lines in the order first seen, points by x.
+func (ls *lineSet) series() []Series {
+	var out []Series
+	for _, name := range ls.order {
+		s := ls.by[name]
+		slices.SortFunc(s.Points, func(a, b Point) int { return cmpFloat(a.X, b.X) })
+		out = append(out, *s)
+	}
+	return out
+}
+
+// ceilingKeys are a series figure's reference keys.
+func ceilingKeys() []Key {
+	return []Key{{Name: "ceiling " + CeilingPack, Color: refColor[CeilingPack], Ref: RefCeiling},
+		{Name: "ceiling " + CeilingDirect, Color: refColor[CeilingDirect], Ref: RefCeiling}}
 }

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"image/color"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,10 +82,11 @@ func (v sweepValue) Set(s string) error {
 	return nil
 }
 
-// sweepRanges are the axes' ranges: those of the flags they stand for.
+// sweepRanges are the axes' ranges: those of the flags they stand for
+// (lanes from 1: the flag's 0, "the default", is no point on an axis).
 var sweepRanges = map[string][2]int64{
 	AxisStagingSlots: {1, 1 << 16}, AxisStagingBytes: {1 << 20, 1 << 36},
-	AxisCallers: {1, MaxCallers}, AxisLanes: {0, verbs.MaxLanes},
+	AxisCallers: {1, MaxCallers}, AxisLanes: {1, verbs.MaxLanes}, // a lane count, not 0 (the default) on an axis
 }
 
 // check reports the first value outside its axis's range.
@@ -150,25 +149,9 @@ func sweepFigures(passes []PassResult) []Figure {
 		}
 		for _, name := range names {
 			pn := Panel{Workload: name, Title: name, XLabel: k.axis, YLabel: "Gbit/s"}
-			series := map[string]*Series{}
-			var seriesOrder []string
-			add := func(id, ceiling string, col color.RGBA, pt Point) {
-				s := series[id]
-				if s == nil {
-					s = &Series{Mode: id, Ceiling: ceiling, Color: col}
-					if ceiling != "" {
-						s.Mode = ""
-					}
-					series[id] = s
-					seriesOrder = append(seriesOrder, id)
-				}
-				s.Points = append(s.Points, pt)
-			}
+			var lines lineSet
 			for _, p := range ps {
 				x := float64(p.AxisValue)
-				if k.axis == AxisLanes && x == 0 {
-					x = float64(verbs.DefaultLanes) // 0 is the default lane count
-				}
 				for i := range p.Workloads {
 					wr := &p.Workloads[i]
 					if wr.Workload.Name != name {
@@ -177,33 +160,18 @@ func sweepFigures(passes []PassResult) []Figure {
 					if !slices.Contains(pn.XTicks, x) {
 						pn.XTicks = append(pn.XTicks, x)
 					}
-					for j := range wr.Lines {
-						l := &wr.Lines[j]
-						if measured(l) {
-							add(l.Mode, "", cs.mode(l.Mode), Point{X: x, Y: l.GoodputGbps, Workload: name})
-						}
-					}
-					for _, c := range []string{CeilingPack, CeilingDirect} {
-						if v := wr.ceiling(c); !math.IsNaN(v) {
-							add("ceiling "+c, c, refColor[c], Point{X: x, Y: v, Workload: name})
-						}
-					}
+					lines.add(wr, x, cs)
 				}
 			}
 			slices.Sort(pn.XTicks)
-			for _, id := range seriesOrder {
-				s := series[id]
-				slices.SortFunc(s.Points, func(a, b Point) int { return cmpFloat(a.X, b.X) })
-				pn.Series = append(pn.Series, *s)
-			}
+			pn.Series = lines.series()
 			if len(pn.Series) == 0 {
 				pn.Note = "nothing measured"
 			}
 			f.Panels = append(f.Panels, pn)
 		}
 		f.Columns = min(2, max(1, len(f.Panels)))
-		f.Keys = append(cs.keys, Key{Name: "ceiling " + CeilingPack, Color: refColor[CeilingPack], Ref: RefCeiling},
-			Key{Name: "ceiling " + CeilingDirect, Color: refColor[CeilingDirect], Ref: RefCeiling})
+		f.Keys = append(cs.keys, ceilingKeys()...)
 		f.widen()
 		out = append(out, f)
 	}
