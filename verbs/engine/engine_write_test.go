@@ -125,11 +125,15 @@ func TestGatherChunkedRead(t *testing.T) {
 			r := verbstest.NewRand(t)
 			f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes, lanes: 2,
 				engine: engine.Config{ChunkedRead: true, InlineMax: -1}})
+			split := 0 // gathers that went as more than one command
 			for _, tp := range testPlans(r) {
 				for _, mode := range []engine.Mode{engine.ModeGather, engine.ModeAuto} {
 					res := f.run(t, verbs.OpRead, tp.plan, mode)
 					if res.Mode != engine.ModeGather || res.Trace.Inline {
 						continue
+					}
+					if res.Trace.Waves > 1 {
+						split++
 					}
 					c := uint64(res.Trace.ChunkBytes)
 					require.Positive(t, c, tp.name)
@@ -138,6 +142,7 @@ func TestGatherChunkedRead(t *testing.T) {
 					}
 				}
 			}
+			require.Positive(t, split, "no plan of the matrix went as more than one command")
 			require.Zero(t, f.ownerStaging.Pool().Stats().InUse, "owner staging still leased")
 		})
 	}
