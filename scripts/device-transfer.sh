@@ -4,10 +4,11 @@
 # here, in one run that prints one table. Nothing is built there.
 #
 #   bash scripts/device-compare.sh build BASE      # here: .device/scatterbench-{before,head}
-#   bash scripts/device-transfer.sh [ROUNDS]       # there, with .device carried
+#   bash scripts/device-transfer.sh [ROUNDS] [NAME=FLAGS ...]  # there, with .device carried
 #
-# HEAD_FLAGS adds scatterbench flags to head's runs (before = head's own
-# binary copied, for a flag's effect: HEAD_FLAGS=-chunked-read).
+# Each NAME=FLAGS adds a variant: head's binary with extra scatterbench
+# flags (e.g. `chunked=-chunked-read`). HEAD_FLAGS adds flags to head's
+# own runs.
 #
 # Each round runs before and head (the order reversed every other round)
 # over the goal workloads on tcp: many-small (98,304 x 264 B), mixed,
@@ -21,10 +22,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${1:-3}
+shift || true
 out=${OUT:-bench-results}
 mkdir -p "$out"
 variants=(before head)
 [ -x .device/scatterbench-before ] || variants=(head)
+declare -A bins=([before]=before [head]=head) flags=([before]="" [head]="${HEAD_FLAGS:-}")
+for v in "$@"; do
+	variants+=("${v%%=*}")
+	bins[${v%%=*}]=head
+	flags[${v%%=*}]=${v#*=}
+done
 cases=(
 	"named|-workloads many-small,mixed,few-large,reshard-kv,reshard-mixed"
 	"frag-dst|-frags 49152 -frag-size 200 -src random -dst fragmented"
@@ -34,20 +42,23 @@ echo "host: $(nproc) cores; variants ${variants[*]} ($(cat .device/before.rev 2>
 for v in "${variants[@]}"; do : >"$out/$v.jsonl"; done
 for r in $(seq "$rounds"); do
 	order=("${variants[@]}")
-	if [ $((r % 2)) -eq 0 ] && [ ${#variants[@]} -gt 1 ]; then order=(head before); fi
+	if [ $((r % 2)) -eq 0 ]; then
+		order=()
+		for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[$i]}"); done
+	fi
 	for v in "${order[@]}"; do
 		t0=$SECONDS
 		for c in "${cases[@]}"; do
 			name=${c%%|*}
 			# shellcheck disable=SC2086 # flags are words
-			extra=""
-			if [ "$v" = head ]; then extra=${HEAD_FLAGS:-}; fi
-			timeout -k 5 200 ".device/scatterbench-$v" ${c#*|} $extra -mode direct,gather,hybrid,adaptive -transport tcp -reps 20 -quiet -json "$out/$v.$r.$name.jsonl" \
-				>/dev/null 2>"$out/$v.$r.$name.err" || echo "round $r $v $name: exit $? (see $v.$r.$name.err)"
+			timeout -k 5 200 ".device/scatterbench-${bins[$v]}" ${c#*|} ${flags[$v]} -mode direct,gather,hybrid,adaptive -transport tcp -reps 20 -quiet -json "$out/$v.$r.$name.jsonl" \
+				>/dev/null 2>"$out/$v.$r.$name.err" || { echo "round $r $v $name: exit $? (see $v.$r.$name.err)"; keep=1; }
 			sed "s/\"workload\":\"custom\"/\"workload\":\"$name\"/; s/\"for\":\"custom\"/\"for\":\"$name\"/" \
 				"$out/$v.$r.$name.jsonl" >>"$out/$v.jsonl"
 			rm -f "$out/$v.$r.$name.jsonl"
-			[ -s "$out/$v.$r.$name.err" ] || rm -f "$out/$v.$r.$name.err"
+			# scatterbench's stderr is its goal summary unless it failed.
+			[ "${keep:-0}" = 1 ] || rm -f "$out/$v.$r.$name.err"
+			keep=0
 		done
 		echo "round $r $v: $((SECONDS - t0)) s"
 	done
