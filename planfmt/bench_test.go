@@ -1,6 +1,7 @@
 package planfmt
 
 import (
+	"runtime"
 	"testing"
 )
 
@@ -206,4 +207,21 @@ func BenchmarkDecodePlanRanges(b *testing.B) {
 		}
 	}
 	reportPerRow(b, len(msg))
+}
+
+func BenchmarkNormalizeRowsParallel(b *testing.B) {
+	c := benchCommand(b)
+	var n Normalized
+	workers := runtime.GOMAXPROCS(0)
+	if err := NormalizeParallel(&n, &c.Plan, workers); err != nil { // warm n's storage
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(benchRows * c.Plan.Rows.RowSize))
+	for b.Loop() {
+		if err := NormalizeParallel(&n, &c.Plan, workers); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerRow(b, 0)
 }

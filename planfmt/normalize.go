@@ -3,6 +3,7 @@ package planfmt
 import (
 	"math"
 	"math/bits"
+	"sync"
 	"unsafe"
 )
 
@@ -69,6 +70,13 @@ type Normalized struct {
 
 	rows  Rows // FormRows: the plan's descriptor (slice headers, not ids)
 	shape rowShape
+
+	// NormalizeParallel's split: at most workers blocks of at least
+	// minBlock ids per completion span (workers 1: serial), the blocks'
+	// results and their join.
+	workers, minBlock int
+	blocks            []rowBlock
+	wg                sync.WaitGroup
 }
 
 // Span is a coalesced piece of the plan: Len bytes from source offset Src to
@@ -141,6 +149,28 @@ func (n *Normalized) reset() {
 // It allocates nothing once dst's storage has grown to the plan's size. On
 // error dst is left empty and p is unchanged.
 func Normalize(dst *Normalized, p *Plan) error {
+	return normalize(dst, p, 1, 0)
+}
+
+// ParallelMinBlock is the fewest ids NormalizeParallel gives one goroutine:
+// below it (about 50 us of work on a server core) starting the goroutine
+// costs more than it saves.
+const ParallelMinBlock = 16 << 10
+
+// NormalizeParallel is Normalize with the per-id passes of a rows plan (id
+// validation, span and run counting) split over up to workers goroutines,
+// in blocks of at least ParallelMinBlock ids of one completion span: the
+// planning cost of a large lookup (about 4 ns an id on one core) divided
+// among cores. The result, and the error for a bad plan, are Normalize's
+// exactly. A ranges plan, a plan smaller than two blocks, and workers <= 1
+// take the serial path; the parallel one allocates its goroutines'
+// closures (a few hundred bytes).
+func NormalizeParallel(dst *Normalized, p *Plan, workers int) error {
+	return normalize(dst, p, workers, ParallelMinBlock)
+}
+
+func normalize(dst *Normalized, p *Plan, workers, minBlock int) error {
+	dst.workers, dst.minBlock = max(workers, 1), max(minBlock, 1)
 	dst.reset()
 	var err error
 	switch p.Form {
@@ -215,12 +245,23 @@ func normRowIDs[T int32 | int64](n *Normalized, ids []T, r *Rows, s rowShape, en
 	)
 	for _, e := range ends {
 		end := int(e)
-		lo, hi1, skip, bad := scanRowIDs(ids[start:end], r.TableRows)
+		var lo, hi1, skip, ru, ext uint64
+		bad := -1
+		if blocks := min(n.workers, (end-start)/n.minBlock); blocks > 1 {
+			lo, hi1, skip, ru, ext, bad = normRowBlocks(n, ids, r, s, start, end, blocks)
+		} else {
+			var b int
+			lo, hi1, skip, b = scanRowIDs(ids[start:end], r.TableRows)
+			if b >= 0 {
+				bad = start + b
+			} else {
+				ru, ext = walkRowSpans(ids, s, r.DstBase, start, end, skip == 0, noEnd, 0)
+			}
+		}
 		if bad >= 0 {
-			return &BoundsError{Index: start + bad, Field: "id", Off: uint64(int64(ids[start+bad])), Limit: r.TableRows}
+			return &BoundsError{Index: bad, Field: "id", Off: uint64(int64(ids[bad])), Limit: r.TableRows}
 		}
 		minID, maxID1 = min(minID, lo), max(maxID1, hi1)
-		ru, ext := walkRowSpans(ids, s, r.DstBase, start, end, skip == 0)
 		carrying := uint64(end-start) - skip
 		sp := carrying - ext
 		if ext != 0 {
@@ -252,6 +293,72 @@ func normRowIDs[T int32 | int64](n *Normalized, ids []T, r *Rows, s rowShape, en
 		g.DstLo, g.DstHi = rowDstBounds(ids, s, r.DstBase)
 	}
 	return nil
+}
+
+// rowBlock is one block of a completion span that normRowBlocks hands a
+// goroutine: its fragments, and what scanRowIDs and walkRowSpans found in
+// them (bad: the absolute index of its first invalid id, or -1).
+type rowBlock struct {
+	start, end             int
+	lo, hi1, skip, ru, ext uint64
+	bad                    int
+}
+
+// normRowBlocks is the per-id work of completion span [start, end) split
+// into blocks contiguous blocks, all but the first on goroutines of their
+// own: each validates its ids and walks its spans from the state the
+// serial walk would enter it with (the last carrying row before it in the
+// span), so the sums are the serial walk's, exactly. bad is the first
+// invalid id of the span, or -1.
+func normRowBlocks[T int32 | int64](n *Normalized, ids []T, r *Rows, s rowShape, start, end, blocks int) (lo, hi1, skip, ru, ext uint64, bad int) {
+	if cap(n.blocks) < blocks {
+		n.blocks = make([]rowBlock, blocks)
+	}
+	bs := n.blocks[:blocks]
+	per := (end - start) / blocks
+	for i := range bs {
+		bs[i] = rowBlock{start: start + i*per, end: start + (i+1)*per}
+	}
+	bs[blocks-1].end = end
+	n.wg.Add(blocks - 1)
+	for i := 1; i < blocks; i++ {
+		go func() {
+			normRowBlock(&bs[i], ids, r, s, start)
+			n.wg.Done()
+		}()
+	}
+	normRowBlock(&bs[0], ids, r, s, start)
+	n.wg.Wait()
+	lo, bad = math.MaxUint64, -1
+	for i := range bs {
+		b := &bs[i]
+		if b.bad >= 0 {
+			return 0, 0, 0, 0, 0, b.bad // blocks are in order: the first is the span's first
+		}
+		lo, hi1 = min(lo, b.lo), max(hi1, b.hi1)
+		skip, ru, ext = skip+b.skip, ru+b.ru, ext+b.ext
+	}
+	return lo, hi1, skip, ru, ext, -1
+}
+
+// normRowBlock validates and walks one block of a completion span that
+// starts at spanStart.
+func normRowBlock[T int32 | int64](b *rowBlock, ids []T, r *Rows, s rowShape, spanStart int) {
+	lo, hi1, skip, bad := scanRowIDs(ids[b.start:b.end], r.TableRows)
+	if bad >= 0 {
+		b.bad = b.start + bad
+		return
+	}
+	b.lo, b.hi1, b.skip, b.bad = lo, hi1, skip, -1
+	prevEnd, prevID := uint64(noEnd), uint64(0)
+	for j := b.start - 1; j >= spanStart; j-- {
+		if ids[j] >= 0 {
+			dst, _, _ := rowDst(r, s, j)
+			prevEnd, prevID = dst+s.rowSize, uint64(ids[j])
+			break
+		}
+	}
+	b.ru, b.ext = walkRowSpans(ids, s, r.DstBase, b.start, b.end, skip == 0, prevEnd, prevID)
 }
 
 // scanRowIDs validates ids (each -1 or below tableRows) and returns the
@@ -295,12 +402,14 @@ func scanRowIDs[T int32 | int64](ids []T, tableRows uint64) (lo, hi1, skipped ui
 // dense says that no id in [start, end) is -1; with a packed lattice row
 // (column stride equal to the row size) walkSegment then takes its
 // branch-free path.
-func walkRowSpans[T int32 | int64](ids []T, s rowShape, dstBase uint64, start, end int, dense bool) (runs, ext uint64) {
+//
+// prevEnd and prevID are the state entering start: the end of the last
+// carrying row's destination before it and that row's id (noEnd and 0 at
+// a completion span's start).
+func walkRowSpans[T int32 | int64](ids []T, s rowShape, dstBase uint64, start, end int, dense bool, prevEnd, prevID uint64) (runs, ext uint64) {
 	k := int(s.k)
 	rowStart := start - start%k
 	rowBase := dstBase + uint64(start/k)*s.a
-	prevEnd := uint64(noEnd)
-	var prevID uint64
 	for i := start; i < end; {
 		if i == rowStart+k {
 			rowStart += k
@@ -309,16 +418,35 @@ func walkRowSpans[T int32 | int64](ids []T, s rowShape, dstBase uint64, start, e
 		segEnd := min(end, rowStart+k)
 		var r, e uint64
 		seg, dst := ids[i:segEnd], rowBase+uint64(i-rowStart)*s.b
-		if dense && s.b == s.rowSize {
-			prevEnd, prevID, r, e = walkDenseSegment(seg, dst, s.rowSize, prevEnd, prevID)
-		} else {
+		switch {
+		case s.b != s.rowSize:
 			prevEnd, prevID, r, e = walkSegment(seg, dst, s.b, s.rowSize, prevEnd, prevID)
+		case dense:
+			prevEnd, prevID, r, e, _ = walkDenseSegment(seg, dst, s.rowSize, prevEnd, prevID, false)
+		default:
+			// Blocks of denseBlock ids take the branch-free walk unless
+			// they hold a -1, so a few -1s (a lookup's padding) cost only
+			// their own blocks the walk one id at a time.
+			for len(seg) > 0 {
+				blk := seg[:min(len(seg), denseBlock)]
+				pe, pid, br, be, neg := walkDenseSegment(blk, dst, s.rowSize, prevEnd, prevID, true)
+				if neg {
+					pe, pid, br, be = walkSegment(blk, dst, s.b, s.rowSize, prevEnd, prevID)
+				}
+				prevEnd, prevID, r, e = pe, pid, r+br, e+be
+				seg, dst = seg[len(blk):], dst+uint64(len(blk))*s.b
+			}
 		}
 		runs, ext = runs+r, ext+e
 		i = segEnd
 	}
 	return runs, ext
 }
+
+// denseBlock is how many ids walkRowSpans hands walkDenseSegment at once
+// in a completion span that holds -1s: small enough that a -1 sends only a
+// few ids to the slow walk, large enough that each block's setup is noise.
+const denseBlock = 64
 
 // walkSegment is walkRowSpans' inner loop over one lattice row, kept small
 // so its state stays in registers.
@@ -346,8 +474,25 @@ func walkSegment[T int32 | int64](ids []T, dst, b, rs, prevEnd, prevID uint64) (
 // follows the previous one. Counting that without a branch per id keeps
 // random ids, which almost never follow each other, from costing a
 // misprediction check chain: the loop is a compare and an add per id, with
-// two accumulators to split the dependency chain. ids is not empty.
-func walkDenseSegment[T int32 | int64](ids []T, dst, rs, prevEnd, prevID uint64) (uint64, uint64, uint64, uint64) {
+// two accumulators to split the dependency chain. ids is not empty. With
+// check set it also ORs the ids together and reports (neg) whether any is
+// -1, in which case its other results are not those of the segment and
+// the caller walks it with walkSegment.
+func walkDenseSegment[T int32 | int64](ids []T, dst, rs, prevEnd, prevID uint64, check bool) (uint64, uint64, uint64, uint64, bool) {
+	if check {
+		var or0, or1 T
+		i := 0
+		for ; i+1 < len(ids); i += 2 {
+			or0 |= ids[i]
+			or1 |= ids[i+1]
+		}
+		if i < len(ids) {
+			or0 |= ids[i]
+		}
+		if or0|or1 < 0 {
+			return 0, 0, 0, 0, true
+		}
+	}
 	var runs, ext uint64
 	if dst != prevEnd {
 		runs = 1
@@ -365,7 +510,7 @@ func walkDenseSegment[T int32 | int64](ids []T, dst, rs, prevEnd, prevID uint64)
 		e0 += b2u(ids[i] == ids[i-1]+1)
 	}
 	last := len(ids) - 1
-	return dst + uint64(last)*rs + rs, uint64(ids[last]), runs, ext + e0 + e1
+	return dst + uint64(last)*rs + rs, uint64(ids[last]), runs, ext + e0 + e1, false
 }
 
 // b2u is 1 for true and 0 for false; the compiler turns it into a flag
@@ -664,8 +809,19 @@ func rowSpans[T int32 | int64](ids []T, r *Rows, s rowShape, start, end int, fn 
 }
 
 func rowRuns[T int32 | int64](ids []T, r *Rows, s rowShape, c Completion, fn func(dst, stream, length uint64) bool) bool {
-	if c.FragStart == c.FragEnd {
+	if c.FragStart == c.FragEnd || c.Bytes == 0 {
 		return true
+	}
+	if c.RunEnd-c.RunStart == 1 {
+		// One run (Normalize counted them): it starts at the first
+		// carrying row and holds every byte of the completion span, so
+		// the ids need not be walked (a packed output's common case).
+		i := c.FragStart
+		for ids[i] < 0 {
+			i++
+		}
+		dst, _, _ := rowDst(r, s, i)
+		return fn(dst, c.Stream, c.Bytes)
 	}
 	rs := r.RowSize
 	dst, col, rowBase := rowDst(r, s, c.FragStart)

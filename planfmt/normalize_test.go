@@ -447,3 +447,101 @@ func TestGeometryAliases(t *testing.T) {
 	require.Equal(t, n.Summary(), g)
 	require.Equal(t, uint64(20), g.Bytes)
 }
+
+// TestNormalizeDenseBlocks covers walkRowSpans' block walk: packed plans
+// long enough for many denseBlock blocks, with runs of consecutive ids that
+// cross block edges and -1s in a few blocks (at their first and last ids
+// too), against the reference.
+func TestNormalizeDenseBlocks(t *testing.T) {
+	rng := newRand(t)
+	var n Normalized
+	for i := range 200 {
+		count := 1 + rng.IntN(5*denseBlock)
+		strided := i%2 == 1
+		if strided {
+			count = 7 * (1 + count/7)
+		}
+		ids := make([]int64, count)
+		id := int64(rng.IntN(1000))
+		for j := range ids {
+			if rng.IntN(3) == 0 {
+				id = int64(rng.IntN(1000)) // a break; otherwise the run goes on
+			} else {
+				id++
+			}
+			ids[j] = id
+		}
+		for range rng.IntN(4) {
+			switch at := rng.IntN(count); rng.IntN(3) {
+			case 0:
+				ids[at] = -1
+			case 1:
+				ids[at-at%denseBlock] = -1
+			default:
+				ids[min(at-at%denseBlock+denseBlock-1, count-1)] = -1
+			}
+		}
+		p := rowsPlan(8, 2000, ids, Layout{}, 2000*8, uint64(count)*8)
+		if strided {
+			// Token rows of 7 packed heads, back to back or with a gap.
+			a := uint64(7 * 8)
+			if i%4 == 3 {
+				a += 8
+			}
+			p.Rows.Layout = Layout{Kind: LayoutStrided, Cols: 7, RowStride: a, ColStride: 8}
+			p.DstExtent = uint64(count/7) * a
+		}
+		require.NoError(t, refCheck(p), "plan %d", i)
+		require.NoError(t, Normalize(&n, p), "plan %d", i)
+		ref := refNormalize(p)
+		spans, runs := collect(&n)
+		require.Equal(t, ref.geom, n.Summary(), "plan %d geometry", i)
+		require.Equal(t, ref.spans, spans, "plan %d spans", i)
+		require.Equal(t, ref.runs, runs, "plan %d runs", i)
+	}
+}
+
+// TestNormalizeParallelMatchesSerial: the blocked normalization gives
+// Normalize's result (summary, spans, runs, completions) and Normalize's
+// error, whatever the split, on random and broken plans and on long packed
+// plans with runs across block edges.
+func TestNormalizeParallelMatchesSerial(t *testing.T) {
+	rng := newRand(t)
+	var ser, par Normalized
+	for i := range 1500 {
+		var p *Plan
+		if i%2 == 0 {
+			p = randPlan(rng)
+		} else {
+			ids := make([]int64, 1+rng.IntN(600))
+			id := int64(rng.IntN(1000))
+			for j := range ids {
+				if id++; rng.IntN(4) == 0 {
+					id = int64(rng.IntN(1000))
+				}
+				ids[j] = id
+				if rng.IntN(50) == 0 {
+					ids[j] = -1
+				}
+			}
+			p = rowsPlan(8, 2000, ids, Layout{}, 2000*8, uint64(len(ids))*8)
+		}
+		if i%5 == 0 {
+			breakPlan(rng, p)
+		}
+		errS := Normalize(&ser, p)
+		errP := normalize(&par, p, 2+rng.IntN(7), 1+rng.IntN(40))
+		if errS != nil {
+			require.Error(t, errP, "plan %d", i)
+			require.Equal(t, errS.Error(), errP.Error(), "plan %d", i)
+			continue
+		}
+		require.NoError(t, errP, "plan %d", i)
+		require.Equal(t, ser.Summary(), par.Summary(), "plan %d summary", i)
+		require.Equal(t, ser.Completions(), par.Completions(), "plan %d completions", i)
+		sS, rS := collect(&ser)
+		sP, rP := collect(&par)
+		require.Equal(t, sS, sP, "plan %d spans", i)
+		require.Equal(t, rS, rP, "plan %d runs", i)
+	}
+}

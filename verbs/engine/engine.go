@@ -87,7 +87,9 @@ type Config struct {
 	// CopyWorkers is how many goroutines, the caller included, share the
 	// copies of one mapped direct operation (a Conn that implements
 	// Mapper); default min(GOMAXPROCS, 8). It is the W of the mapped
-	// direct cost (see "Mapped direct" in the package doc).
+	// direct cost (see "Mapped direct" in the package doc). A large rows
+	// plan's normalization is split over as many
+	// (planfmt.NormalizeParallel).
 	CopyWorkers int
 	// PostOnMapped makes direct transfers on a mapped Conn post work
 	// requests like on any other Conn instead of copying through the

@@ -48,8 +48,9 @@ type Config struct {
 	// chunk (default half the pool's budget, at least MaxChunk).
 	CommandBudget int64
 	// PackWorkers is how many goroutines may pack one chunk (default
-	// GOMAXPROCS, at most 8); ParallelMin the smallest chunk, in bytes,
-	// split among them (default 512 KiB).
+	// GOMAXPROCS, at most 8), and share the validation of a large rows
+	// command's ids (planfmt.NormalizeParallel); ParallelMin the smallest
+	// chunk, in bytes, split among them (default 512 KiB).
 	PackWorkers int
 	ParallelMin int
 	// InlineMax is the largest READ payload, in bytes, returned inside the
@@ -487,7 +488,7 @@ func (s *Service) validate(p verbs.Peer, st *cmdState, c *command) error {
 	case !inBounds(peerWin.Off, peerWin.Len, peer.Len):
 		return refuse("peer region", fmt.Errorf("window of %d bytes at %d outside exposure of %d: %w", peerWin.Len, peerWin.Off, peer.Len, verbs.ErrBounds))
 	}
-	if err := planfmt.Normalize(&st.norm, &cmd.Plan); err != nil {
+	if err := planfmt.NormalizeParallel(&st.norm, &cmd.Plan, s.cfg.PackWorkers); err != nil {
 		return refuse("normalize", err)
 	}
 	// The chunk rule is the requester's (gatherwire.ChunkShape), so a
