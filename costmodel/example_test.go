@@ -38,7 +38,7 @@ func ExampleDecide() {
 	// fixed     T_plan=20µs+4ns/span T_control=50µs T_decode=20µs+4ns/span T_chunk_fixed=5µs
 	// policy    epsilon=0.05 margin=0.1 staging=4MiB MaxP=4 C_min=292.969KiB
 	// mode     P  C           K      T_pack       T_bulk      total
-	// direct   -  -           98304  -            -           655.385ms
+	// direct   -  -           98304  -            -           664.035752ms
 	// gather   1  292.969KiB  87     27.459584ms  8.675752ms  28.469349ms
 	// gather   1  1.144MiB    22     27.459584ms  8.675752ms  28.869349ms
 	// gather   1  4MiB        7      27.459584ms  8.675752ms  30.200151ms
@@ -48,7 +48,7 @@ func ExampleDecide() {
 	// *gather  4  292.969KiB  87     6.864896ms   8.675752ms  9.685517ms
 	// gather   4  585.938KiB  44     6.864896ms   8.675752ms  9.818851ms
 	// gather   4  1MiB        25     6.864896ms   8.675752ms  10.018218ms
-	// choice    gather P=4 C=292.969KiB: best gather 9.685517ms x (1+0.1) = 10.654069ms < direct 655.385ms
+	// choice    gather P=4 C=292.969KiB: best gather 9.685517ms x (1+0.1) = 10.654069ms < direct 664.035752ms
 }
 
 // A mixed operation: 64 large ranges stay direct, 32,768 small rows share
@@ -72,7 +72,7 @@ func ExampleSplit() {
 	fmt.Println(s)
 	// Output:
 	// [direct gather]
-	// hybrid: predicted 14.093395ms, all-direct 218.905ms, all-gather 14.579384ms; gather runs with S/N <= 511B (8.25MiB in 32768 fragments, P=1 C=292.969KiB); direct 32MiB in 64 fragments
+	// hybrid: predicted 14.520061ms, all-direct 232.973395ms, all-gather 14.579384ms; gather runs with S/N <= 511B (8.25MiB in 32768 fragments, P=1 C=292.969KiB); direct 32MiB in 64 fragments
 }
 
 // The engine feeds Moving with what it observes and refreshes its

@@ -38,19 +38,19 @@ func TestTDirectByHand(t *testing.T) {
 		g    Geometry
 		want time.Duration
 	}{
-		// 10us + max(1e6/1e9 = 1ms, 1000/1e6 = 1ms, ceil(1000/4)=250 * 10us = 2.5ms) = 2.51ms
+		// 10us + max(1e6/1e9 = 1ms + 1000/1e6 = 1ms, ceil(1000/4)=250 * 10us = 2.5ms) = 2.51ms
 		{"round trips bound", Geometry{S: 1_000_000, N: 1000, M: 500}, 2510 * time.Microsecond},
-		// 10us + max(8e6/1e9 = 8ms, 1000/1e6 = 1ms, 250*10us = 2.5ms) = 8.01ms
-		{"link bound", Geometry{S: 8_000_000, N: 1000, M: 1000}, 8010 * time.Microsecond},
-		// with Q = 4000 (set below): 10us + max(1ms, 3000/1e6 = 3ms, 1*10us) = 3.01ms
-		{"post rate bound", Geometry{S: 1_000_000, N: 3000, M: 3000}, 3010 * time.Microsecond},
-		// empty: 10us + max(0, 0, 0) = 10us
+		// 10us + max(8e6/1e9 = 8ms + 1000/1e6 = 1ms, 250*10us = 2.5ms) = 9.01ms
+		{"link and posts", Geometry{S: 8_000_000, N: 1000, M: 1000}, 9010 * time.Microsecond},
+		// with Q = 4000 (set below): 10us + max(1ms + 3000/1e6 = 3ms, 1*10us) = 4.01ms
+		{"post rate", Geometry{S: 1_000_000, N: 3000, M: 3000}, 4010 * time.Microsecond},
+		// empty: 10us + max(0 + 0, 0) = 10us
 		{"empty", Geometry{}, 10 * time.Microsecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			q := p
-			if tc.name == "post rate bound" {
+			if tc.name == "post rate" {
 				q.Q = 4000
 			}
 			require.Equal(t, tc.want, TDirect(q, tc.g))
@@ -156,16 +156,16 @@ func TestTHybridByHand(t *testing.T) {
 	p.Q = 1000
 	d := Geometry{S: 8_000_000, N: 8, M: 8}           // 8 large ranges
 	g := Geometry{S: 1_000_000, N: 10_000, M: 10_000} // 100 B fragments
-	// T_direct(D) = 10us + max(8ms, 8us, 1*10us) = 8.01ms
+	// T_direct(D) = 10us + max(8ms + 8us, 1*10us) = 8.018ms
 	// T_gather(G), C = 500000, P = 2: K = 2;
 	//   front = 100 + 10000*0.1 = 1000 + 30 + 20 + 10000*0.04 = 400 -> 1550us
 	//   T_pack = 1e6/4e9 = 250us + 10000/2e7 = 500us -> 750us
 	//   T_bulk = 10 + max(1000, 2, 10) = 1010us
 	//   1550 + 250 + 1010 + 500 = 3310us
-	// link: 10us + max(9e6/1e9 = 9ms, 10/1e6 = 10us, 1*10us) = 9.01ms
-	// T_hybrid = max(8.01ms, 3.31ms, 9.01ms) = 9.01ms
+	// link: 10us + max(9e6/1e9 = 9ms + 8/1e6 = 8us, ceil(10/1000)*10us) = 9.018ms
+	// T_hybrid = max(8.018ms, 3.31ms, 9.018ms) = 9.018ms
 	require.Equal(t, 3310*time.Microsecond, TGather(p, g, 500_000, 2))
-	require.Equal(t, 9010*time.Microsecond, THybrid(p, d, g, 500_000, 2))
+	require.Equal(t, 9018*time.Microsecond, THybrid(p, d, g, 500_000, 2))
 	// Empty parts reduce to the other part.
 	require.Equal(t, TDirect(p, d), THybrid(p, d, Geometry{}, 500_000, 2))
 	require.Equal(t, TGather(p, g, 500_000, 2), THybrid(p, Geometry{}, g, 500_000, 2))

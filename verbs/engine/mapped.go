@@ -187,16 +187,20 @@ func runLayout[I pack.ID](w *pack.Workers, dst, table []byte, ids []I, l pack.La
 
 // mappedParams describes a direct transfer on a mapped Conn to the cost
 // model. There a "request" is a copy the requester makes itself with the
-// engine's W copy workers: the time the model charges the requests,
-// N/R_post, must be the local gather time S/(W*B_mem) + M/(W*R_copy)
-// (local calibration), so R_post is that rate for this operation's
-// geometry. Nothing is in flight, so the queue never limits (Q >= N).
-// B_net and L stay the link's: the bytes still move at memmove speed
-// and the control round trip stays in both predictions.
+// engine's W copy workers: the time the model charges direct, S/B_net +
+// N/R_post, must be the local gather time t = S/(W*B_mem) + M/(W*R_copy)
+// (local calibration), so R_post is the rate that makes N/R_post the part
+// of t beyond S/B_net (at least a thousandth of t, when the link's figure
+// alone would already exceed it). Nothing is in flight, so the queue never
+// limits (Q >= N). B_net and L stay the link's: the bytes still move at
+// memmove speed and the control round trip stays in both predictions.
 func (op *Operation) mappedParams(p costmodel.Params, cal costmodel.Calibration) costmodel.Params {
 	w := float64(op.e.copyWorkers)
 	n := float64(op.geom.Fragments)
 	t := float64(op.geom.Bytes)/(w*cal.BMem) + float64(op.geom.Spans)/(w*cal.RCopy)
+	if p.BNet > 0 {
+		t = max(t-float64(op.geom.Bytes)/p.BNet, t/1000)
+	}
 	if n > 0 && t > 0 && !math.IsInf(t, 0) {
 		p.RPost = n / t
 	}
