@@ -28,6 +28,8 @@ type Moving struct {
 	control ewma // seconds
 	chunk   ewma // seconds per chunk
 	rtt     ewma // seconds
+	plan    ewma // seconds per span
+	decode  ewma // seconds per span
 }
 
 // ewma is one moving average, stored as float64 bits. Zero bits mean "no
@@ -112,13 +114,39 @@ func (m *Moving) ObservePack(bytes, spans int64, d time.Duration) error {
 // times (or 1/MaxPackStep of) the current average.
 const MaxPackStep = 2
 
-// ObserveControl records one command's control latency: from sending it
-// to the owner starting to execute it.
+// ObserveControl records one command's fixed control latency: its round
+// trip, less the owner's handling and the command's bytes at the link's
+// rate (Refresh's TControl is this latency; the caller adds its own
+// command's bytes).
 func (m *Moving) ObserveControl(d time.Duration) error { return m.observeDuration(&m.control, d) }
 
 // ObserveChunk records the fixed cost of one chunk: lease, post and
 // completion handling, without its packing and transfer time.
 func (m *Moving) ObserveChunk(d time.Duration) error { return m.observeDuration(&m.chunk, d) }
+
+// ObservePlan records the requester planning spans spans (normalizing,
+// deciding, encoding the command) in d; Refresh's TPlanPerSpan is the
+// moving d/spans. Samples should come from plans large enough that the
+// fixed TPlan is a small part of d.
+func (m *Moving) ObservePlan(spans int64, d time.Duration) error {
+	return m.observePerSpan(&m.plan, spans, d)
+}
+
+// ObserveDecode records the owner decoding and validating a command of
+// spans spans in d; Refresh's TDecodePerSpan is the moving d/spans.
+func (m *Moving) ObserveDecode(spans int64, d time.Duration) error {
+	return m.observePerSpan(&m.decode, spans, d)
+}
+
+func (m *Moving) observePerSpan(e *ewma, spans int64, d time.Duration) error {
+	if spans < 1 {
+		return sampleErr("spans", strconv.FormatInt(spans, 10))
+	}
+	if d <= 0 {
+		return sampleErr("duration", d.String())
+	}
+	return m.observeDuration(e, time.Duration(max(int64(d)/spans, 1)))
+}
 
 // ObserveRTT records one round-trip time.
 func (m *Moving) ObserveRTT(d time.Duration) error { return m.observeDuration(&m.rtt, d) }
@@ -148,8 +176,11 @@ type MovingSnapshot struct {
 	PackRatio float64
 	// Control, ChunkFixed and RTT are the moving averages.
 	Control, ChunkFixed, RTT time.Duration
+	// PlanPerSpan and DecodePerSpan are the moving per-span costs.
+	PlanPerSpan, DecodePerSpan time.Duration
 	// Samples counts the samples behind each measure.
 	PackSamples, ControlSamples, ChunkSamples, RTTSamples uint64
+	PlanSamples, DecodeSamples                            uint64
 }
 
 // Snapshot reads every measure. Each is read atomically; the set is not
@@ -168,6 +199,14 @@ func (m *Moving) Snapshot() MovingSnapshot {
 	if v, ok := m.rtt.load(); ok {
 		s.RTT = duration(v)
 	}
+	if v, ok := m.plan.load(); ok {
+		s.PlanPerSpan = duration(v)
+	}
+	if v, ok := m.decode.load(); ok {
+		s.DecodePerSpan = duration(v)
+	}
+	s.PlanSamples = m.plan.n.Load()
+	s.DecodeSamples = m.decode.n.Load()
 	s.PackSamples = m.pack.n.Load()
 	s.ControlSamples = m.control.n.Load()
 	s.ChunkSamples = m.chunk.n.Load()
@@ -176,8 +215,9 @@ func (m *Moving) Snapshot() MovingSnapshot {
 }
 
 // Refresh returns p with the measured fields replaced: BMem and RCopy by
-// the scaled baseline, TControl, TChunkFixed and L by their moving
-// averages. Measures without samples leave p's value.
+// the scaled baseline, TControl, TChunkFixed, L, TPlanPerSpan and
+// TDecodePerSpan by their moving averages. Measures without samples leave
+// p's value.
 func (m *Moving) Refresh(p Params) Params {
 	if r, ok := m.pack.load(); ok {
 		p.BMem, p.RCopy = m.bMem/r, m.rCopy/r
@@ -190,6 +230,12 @@ func (m *Moving) Refresh(p Params) Params {
 	}
 	if v, ok := m.rtt.load(); ok {
 		p.L = duration(v)
+	}
+	if v, ok := m.plan.load(); ok {
+		p.TPlanPerSpan = duration(v)
+	}
+	if v, ok := m.decode.load(); ok {
+		p.TDecodePerSpan = duration(v)
 	}
 	return p
 }

@@ -38,8 +38,19 @@ func TestMovingByHand(t *testing.T) {
 	require.NoError(t, m.ObserveRTT(20*time.Microsecond))
 	require.NoError(t, m.ObserveChunk(4*time.Microsecond))
 	require.NoError(t, m.ObserveChunk(8*time.Microsecond))
+	// Plan: 100ms over 100000 spans = 1us/span, then 2us/span -> 1.5us. Decode:
+	// 500us over 100000 spans = 5ns/span.
+	require.NoError(t, m.ObservePlan(100_000, 100*time.Millisecond))
+	require.NoError(t, m.ObservePlan(100_000, 200*time.Millisecond))
+	require.NoError(t, m.ObserveDecode(100_000, 500*time.Microsecond))
 
 	p := m.Refresh(base)
+	require.Equal(t, 1500*time.Nanosecond, p.TPlanPerSpan)
+	require.Equal(t, 5*time.Nanosecond, p.TDecodePerSpan)
+	s = m.Snapshot()
+	require.Equal(t, uint64(2), s.PlanSamples)
+	require.Equal(t, uint64(1), s.DecodeSamples)
+	require.Equal(t, 5*time.Nanosecond, s.DecodePerSpan)
 	require.InDelta(t, 2e9/1.5, p.BMem, 1e-3)
 	require.InDelta(t, 1e7/1.5, p.RCopy, 1e-6)
 	require.Equal(t, 75*time.Microsecond, p.TControl)
@@ -65,6 +76,9 @@ func TestMovingRejectsBadSamples(t *testing.T) {
 		{"negative control", m.ObserveControl(-time.Microsecond)},
 		{"zero chunk", m.ObserveChunk(0)},
 		{"zero rtt", m.ObserveRTT(0)},
+		{"zero plan spans", m.ObservePlan(0, time.Millisecond)},
+		{"zero plan time", m.ObservePlan(10, 0)},
+		{"negative decode spans", m.ObserveDecode(-1, time.Millisecond)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.ErrorIs(t, tc.err, ErrInvalidSample)

@@ -365,6 +365,27 @@ func (e *Engine) conn(c verbs.Conn) (*connState, error) {
 	return cs, nil
 }
 
+// Measured returns what the engine has measured on c so far: the moving
+// averages its cost model refreshes its parameters from (packing rate,
+// control latency, per-chunk, planning and decoding costs), and false
+// when c has not run a gather yet (the averages start with the owner's
+// capability, on the first gather decision).
+func (e *Engine) Measured(c verbs.Conn) (costmodel.MovingSnapshot, bool) {
+	e.mu.Lock()
+	cs := e.conns[c]
+	e.mu.Unlock()
+	if cs == nil {
+		return costmodel.MovingSnapshot{}, false
+	}
+	cs.infoMu.Lock()
+	m := cs.moving
+	cs.infoMu.Unlock()
+	if m == nil {
+		return costmodel.MovingSnapshot{}, false
+	}
+	return m.Snapshot(), true
+}
+
 // forget drops cs (its Conn closed) unless it was replaced already.
 func (e *Engine) forget(cs *connState) {
 	e.mu.Lock()
@@ -409,9 +430,10 @@ type connState struct {
 	infoErr error // a permanent answer (ErrNotSupported, malformed)
 	info    OwnerInfo
 	moving  *costmodel.Moving
-	// gathers counts READ gathers that completed on this Conn: the first
-	// one warms both sides up (first touch of staging and buffers, cold
-	// handler goroutines) and is not fed to moving.
+	// gathers counts READ gathers that completed on this Conn (one
+	// command, or a command per chunk): the first one warms both sides up
+	// (first touch of staging and buffers, cold handler goroutines) and
+	// is not fed to moving.
 	gathers atomic.Uint64
 
 	// postRate is a moving average of the request rate direct

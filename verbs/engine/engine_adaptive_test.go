@@ -102,3 +102,42 @@ func TestForcedHybrid(t *testing.T) {
 	require.Equal(t, engine.ModeHybrid, res.Mode, "fallback %v: %v", res.Fallback, res.FallbackErr)
 	require.Equal(t, 3, res.Trace.DirectRequests)
 }
+
+// TestModelFedByGathers: READ gathers on a Conn feed its moving model, from
+// the second one on (the first warms both sides up): the control latency
+// without the command's bytes, and, for plans of at least 16,384 spans,
+// the planning and decoding cost per span, which the next decision's
+// parameters then carry.
+func TestModelFedByGathers(t *testing.T) {
+	r := verbstest.NewRand(t)
+	f := newFixture(t, r, fixtureConfig{backend: backends[1], tableBytes: tableBytes, localBytes: localBytes})
+	_, ok := f.eng.Measured(f.conn)
+	require.False(t, ok, "nothing measured before the first gather")
+	const rows = 20_000
+	p := rowsPlan(r, tableBytes, rows, 64, 0, 0)
+	for i := range 3 {
+		before, _ := f.eng.Measured(f.conn)
+		res := f.run(t, verbs.OpRead, p, engine.ModeGather)
+		require.Equal(t, engine.ModeGather, res.Mode, "fallback %v: %v", res.Fallback, res.FallbackErr)
+		m, ok := f.eng.Measured(f.conn)
+		require.True(t, ok)
+		if i == 0 {
+			require.Zero(t, m.ControlSamples+m.PlanSamples+m.DecodeSamples, "the first gather is not fed")
+			continue
+		}
+		require.Equal(t, uint64(i), m.ControlSamples)
+		require.Equal(t, uint64(i), m.PlanSamples)
+		require.Equal(t, uint64(i), m.DecodeSamples)
+		require.Positive(t, m.PlanPerSpan)
+		require.Positive(t, m.DecodePerSpan)
+		require.Positive(t, m.Control)
+		// The measured control latency excludes the command's bytes at
+		// the link's rate, so it stays below the call's round trip.
+		require.Less(t, m.Control, res.Trace.Call)
+		if i == 2 {
+			// Decided before its own samples: on the figures measured so far.
+			require.Equal(t, before.PlanPerSpan, res.Decision.Params().TPlanPerSpan, "the decision used the measured plan cost")
+			require.Equal(t, before.DecodePerSpan, res.Decision.Params().TDecodePerSpan)
+		}
+	}
+}

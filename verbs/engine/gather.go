@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
+	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
 	"github.com/scatterkit/scatterkit/verbs/internal/packstream"
@@ -206,20 +207,73 @@ func (op *Operation) gatherRead() (error, Fallback) {
 	// never sees the sample that would correct it) and, for packing,
 	// except samples too short to time (fixed costs dominate them).
 	if m := op.cs.moving; m != nil && op.cs.gathers.Add(1) > 1 {
-		// An inline reply carries the payload: its round trip is not the
-		// control latency (the model prices the payload separately).
-		if ctl := d - st.Handler; ctl > 0 && !st.Inline {
-			_ = m.ObserveControl(ctl)
-		}
-		if w := int64(max(st.Workers, 1)); st.Pack >= minPackSample {
-			spans := int64(op.geom.Fragments)
-			if op.mode == ModeHybrid {
-				spans = op.h.split.Gather.M
-			}
-			_ = m.ObservePack(int64(st.Payload)/w, max(spans/w, 1), st.Pack)
-		}
+		op.observeGather(m, &st, d, len(op.g.cmdBuf))
 	}
 	return nil, FallbackNone
+}
+
+// observeControl feeds the moving model the fixed control latency of one
+// gather call of cmdBytes bytes answered in d: the call less the owner's
+// handling and the command's bytes at the link's rate. An inline reply
+// carries the payload, so its round trip is not the control latency (the
+// model prices the payload separately); a Conn's first gather warms both
+// sides up and is not fed.
+func (op *Operation) observeControl(st *gatherwire.Stats, d time.Duration, cmdBytes int) {
+	m := op.cs.moving
+	if m == nil || st.Inline || op.cs.gathers.Load() < 2 {
+		return
+	}
+	ctl := d - st.Handler
+	if bnet := op.cs.conn.LinkParams().Bandwidth; bnet > 0 {
+		ctl -= time.Duration(float64(cmdBytes) / bnet * 1e9)
+	}
+	if ctl > 0 {
+		_ = m.ObserveControl(ctl)
+	}
+}
+
+// minSpanSample is the fewest spans a plan or decode sample needs: below
+// it the fixed TPlan and TDecode are too large a part of the time for the
+// sample to say what a span costs.
+const minSpanSample = 16 << 10
+
+// observeGather feeds the moving model from a READ gather's one command of
+// cmdBytes bytes, answered in call d with owner figures st: the fixed
+// control latency (the call, less the owner's handling and the command's
+// bytes at the link's rate), the owner's packing rate, the planning and
+// decoding cost per span, and the fixed cost per chunk (the bulk window
+// beyond the longer of its bytes at the link's rate and the owner's
+// packing, per chunk, when that excess is at least a tenth of the window:
+// otherwise the window was bandwidth- or pack-bound and says nothing
+// about it).
+func (op *Operation) observeGather(m *costmodel.Moving, st *gatherwire.Stats, d time.Duration, cmdBytes int) {
+	bnet := op.cs.conn.LinkParams().Bandwidth
+	op.observeControl(st, d, cmdBytes)
+	spans := int64(op.geom.Spans)
+	if op.mode == ModeHybrid {
+		spans = op.h.split.Gather.M
+	}
+	if w := int64(max(st.Workers, 1)); st.Pack >= minPackSample {
+		frags := int64(op.geom.Fragments)
+		if op.mode == ModeHybrid {
+			frags = op.h.split.Gather.M
+		}
+		_ = m.ObservePack(int64(st.Payload)/w, max(frags/w, 1), st.Pack)
+	}
+	if spans >= minSpanSample {
+		if op.mode != ModeHybrid { // a hybrid's plan time is the whole operation's
+			_ = m.ObservePlan(spans, op.trace.Plan)
+		}
+		if st.Decode > 0 {
+			_ = m.ObserveDecode(spans, st.Decode)
+		}
+	}
+	if st.Chunks > 1 && !st.Inline && bnet > 0 && st.Window > 0 {
+		bound := max(time.Duration(float64(st.Payload)/bnet*1e9), st.Pack)
+		if excess := st.Window - bound; excess*10 >= st.Window {
+			_ = m.ObserveChunk(excess / time.Duration(st.Chunks))
+		}
+	}
 }
 
 // addOwnerStats folds one reply into the trace. Called with op.mu held.
@@ -352,9 +406,13 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 			op.addOwnerStats(&w.st, w.d)
 			op.trace.Scatter += w.scatter
 			op.mu.Unlock()
+			op.observeControl(&w.st, w.d, len(w.cmd))
 		}
 	}
 	op.g.wfree = free[:0]
+	if dir == verbs.OpRead && first == nil {
+		op.cs.gathers.Add(1) // its calls fed the model only after the Conn's first gather
+	}
 	op.mu.Lock()
 	// The operation's own shape (the replies carry the owner's per-command
 	// slots), the staging it held (its leases at once, or an owner's

@@ -419,11 +419,16 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 			cmdBytes = int64(n)
 		}
 	}
-	p.TControl = lp.RTT
+	// TControl is the control call's fixed latency (the probe's RTT, or
+	// the moving measure of it once there is one) plus this command's
+	// bytes at the link's rate.
+	var cmdTime time.Duration
 	if lp.Bandwidth > 0 {
-		p.TControl += time.Duration(float64(cmdBytes) / lp.Bandwidth * 1e9)
+		cmdTime = time.Duration(float64(cmdBytes) / lp.Bandwidth * 1e9)
 	}
+	p.TControl = lp.RTT
 	if op.sop.Dir == verbs.OpWrite {
+		p.TControl += cmdTime
 		// The requester packs; the owner only moves whole chunks.
 		loc := op.e.local
 		p.BMem, p.RCopy = loc.BMem, loc.RCopy
@@ -433,7 +438,9 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 		p.MaxP = 1 // one packer: the requester's goroutine
 		return op.directRate(p)
 	}
-	return op.directRate(op.cs.moving.Refresh(p))
+	p = op.cs.moving.Refresh(p)
+	p.TControl += cmdTime
+	return op.directRate(p)
 }
 
 // directRate sets the request rate the direct prediction uses: the rate
