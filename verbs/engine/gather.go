@@ -240,14 +240,13 @@ const minSpanSample = 16 << 10
 // observeGather feeds the moving model from a READ gather's one command of
 // cmdBytes bytes, answered in call d with owner figures st: the fixed
 // control latency (the call, less the owner's handling and the command's
-// bytes at the link's rate), the owner's packing rate, the planning and
-// decoding cost per span, and the fixed cost per chunk (the bulk window
-// beyond the longer of its bytes at the link's rate and the owner's
-// packing, per chunk, when that excess is at least a tenth of the window:
-// otherwise the window was bandwidth- or pack-bound and says nothing
-// about it).
+// bytes at the link's rate), the owner's packing rate, and the planning
+// and decoding cost per span. The fixed cost per chunk is not fed: the
+// window's excess over its bytes and its packing, the one figure that
+// could stand for it, is mostly pipeline fill and drain, and taking it
+// for a per-chunk cost raised C_min until a gather ran as one chunk
+// (perf-notes, 2026-12-02).
 func (op *Operation) observeGather(m *costmodel.Moving, st *gatherwire.Stats, d time.Duration, cmdBytes int) {
-	bnet := op.cs.conn.LinkParams().Bandwidth
 	op.observeControl(st, d, cmdBytes)
 	spans := int64(op.geom.Spans)
 	if op.mode == ModeHybrid {
@@ -266,12 +265,6 @@ func (op *Operation) observeGather(m *costmodel.Moving, st *gatherwire.Stats, d 
 		}
 		if st.Decode > 0 {
 			_ = m.ObserveDecode(spans, st.Decode)
-		}
-	}
-	if st.Chunks > 1 && !st.Inline && bnet > 0 && st.Window > 0 {
-		bound := max(time.Duration(float64(st.Payload)/bnet*1e9), st.Pack)
-		if excess := st.Window - bound; excess*10 >= st.Window {
-			_ = m.ObserveChunk(excess / time.Duration(st.Chunks))
 		}
 	}
 }

@@ -79,6 +79,10 @@ type Config struct {
 	TCPNoChecksums bool
 	// ChunkedRead sets engine.Config.ChunkedRead on the requester's engine.
 	ChunkedRead bool
+	// Explain prints to stderr the cost model's decision (parameters,
+	// candidates, the hybrid split) of the last measured operation of each
+	// workload and mode (-explain).
+	Explain bool
 	// Sweep repeats the run once per value of an axis (-sweep).
 	Sweep Sweep
 
@@ -207,6 +211,7 @@ func newFlagSet(c *Config, f *cliFlags, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.TCPNoChecksums, "tcp-no-checksums", false, "tcp frames without checksums on both sides (to measure what they cost)")
 	fs.Var(sweepValue{&c.Sweep}, "sweep", "repeat the run once per value of an axis and plot goodput over it: AXIS=V1,V2,... with AXIS one of "+strings.Join(SweepAxes, ", ")+" (e.g. staging-slots=1,2,4,8)")
 	fs.BoolVar(&c.ChunkedRead, "chunked-read", false, "READ gathers as a command per chunk, P in flight (engine.Config.ChunkedRead; experimental)")
+	fs.BoolVar(&c.Explain, "explain", false, "print to stderr the cost model's decision (parameters, candidates, hybrid split) of each workload and mode's last measured operation")
 	return fs
 }
 

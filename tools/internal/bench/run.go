@@ -456,6 +456,9 @@ func (s *session) runWorkload(ctx context.Context, w *Workload, r *Runner) (Work
 			fmt.Fprintf(r.stderr, "scatterbench: %s/%s over %s: %d failed operations, first: %v\n",
 				w.Name, se.mode.Name, s.transport, se.errors, se.firstErr)
 		}
+		if c.Explain && r.stderr != nil && len(se.traces) > 0 {
+			explain(r.stderr, w.Name, se.mode.Name, s.transport, &se.last)
+		}
 	}
 	ceil := func(name string, n int) CeilingLine {
 		return CeilingLine{Workload: "ceiling/" + name, For: w.Name, Transport: s.transport, Owner: c.Owner, Seed: c.Seed, Reps: n}
@@ -612,4 +615,17 @@ func (s *session) runMode(ctx context.Context, w *Workload, p *planfmt.Plan, se 
 		se.verified++
 	}
 	return nil
+}
+
+// explain writes one operation's decision: the mode it ran in, the cost
+// model's inputs and candidates, and the hybrid split when there was one.
+func explain(w io.Writer, workload, mode, transport string, res *engine.Result) {
+	fmt.Fprintf(w, "scatterbench: explain %s/%s over %s: chose %v, ran %v (%d B in %v)\n",
+		workload, mode, transport, res.Chosen, res.Mode, res.Trace.Payload, res.Trace.Total)
+	if res.Decision.Geometry().S > 0 {
+		fmt.Fprintf(w, "%v", res.Decision)
+	}
+	if res.Split.Splits > 0 {
+		fmt.Fprintf(w, "split     %v\n", res.Split)
+	}
 }

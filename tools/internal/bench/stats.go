@@ -132,6 +132,8 @@ type series struct {
 	overBound int
 	leaked    int
 	verified  int
+	// last is the last measured operation's result (-explain).
+	last engine.Result
 }
 
 func newSeries(m Mode) *series { return &series{mode: m, chosen: map[engine.Mode]int{}} }
@@ -158,6 +160,7 @@ func (s *series) add(res engine.Result, err error, measured bool) {
 	if measured {
 		s.traces = append(s.traces, t)
 		s.chosen[res.Chosen]++
+		s.last = res
 	}
 }
 
