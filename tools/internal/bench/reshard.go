@@ -216,6 +216,7 @@ type reshardSide struct {
 	peak        int64
 	overBound   int
 	fallbacks   int
+	last        []reshard.PairResult // the last measured run's pairs (-explain)
 }
 
 // reshardRun is a reshard workload under way on its mesh: the layouts,
@@ -321,6 +322,7 @@ func (s *reshardSide) record(planned time.Duration, out *reshard.Result) {
 		s.chosen[pr.Result.Chosen.String()]++
 	}
 	s.peak = max(s.peak, peak)
+	s.last = append(s.last[:0], out.Pairs...)
 }
 
 // reshardLines appends a line per mode to res (bound: the staging bound
@@ -350,6 +352,12 @@ func (r *Runner) reshardLines(res *WorkloadResult, transport string, w *Workload
 		if s.t.first != nil && r.stderr != nil {
 			fmt.Fprintf(r.stderr, "scatterbench: %s/%s over %s: %d failed operations, first: %v\n",
 				w.Name, s.mode.Name, transport, s.t.errors, s.t.first)
+		}
+		if c.Explain && r.stderr != nil {
+			for i := range s.last {
+				pr := &s.last[i]
+				explain(r.stderr, fmt.Sprintf("%s[%d->%d]", w.Name, pr.Src, pr.Dst), s.mode.Name, transport, &pr.Result)
+			}
 		}
 	}
 }
