@@ -403,11 +403,6 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 		MaxChunk:      info.MaxChunk,
 		ChunkSteps:    cfg.ChunkSteps,
 	}
-	if op.sop.Plan.Form == planfmt.FormRanges {
-		// The owner copies ranges on one goroutine; only rows are split
-		// over its pack workers.
-		p.MaxP = 1
-	}
 	// The command itself crosses the link before the owner starts.
 	// (EncodedCommandSize is O(1) for rows; ranges take at most 24 bytes
 	// each, a bound that avoids a pass over them.)

@@ -19,8 +19,10 @@
 // commands share the pool, and one whose first slot is not free within
 // AcquireTimeout fails with engine.GatherExhausted (the requester falls back).
 // Rows are packed with bufferpool/pack's unchecked loops (the decode and
-// the window checks make them safe), split over PackWorkers goroutines for
-// large chunks; ranges with one copy per span piece. Each slot is released
+// the window checks make them safe), ranges with one copy per span piece;
+// a chunk of at least ParallelMin bytes is split over PackWorkers
+// goroutines in either form (ranges cut into pieces of about equal
+// bytes, inside a range where a cut falls). Each slot is released
 // once its requests have completed, including after a failure.
 //
 // Budgets: before a command is decoded, the service reads the shape its

@@ -79,11 +79,12 @@ func (s *Service) PackOnly(ctx context.Context, key verbs.Key, srcOff uint64, p 
 	if p.Form == planfmt.FormRows {
 		rows.Init(p, src, norm.Summary().Skipped > 0)
 		rows.Workers, rows.ParallelMin = s.workers, s.cfg.ParallelMin
-		if s.workers != nil && chunk >= s.cfg.ParallelMin {
-			res.Workers = s.workers.Len()
-		}
 	} else {
+		rng.Workers, rng.ParallelMin = s.workers, s.cfg.ParallelMin
 		rng.Init(p.Ranges)
+	}
+	if s.workers != nil && chunk >= s.cfg.ParallelMin {
+		res.Workers = s.workers.Len()
 	}
 	t := time.Now()
 	for packed := uint64(0); packed < res.Bytes; res.Chunks++ {

@@ -249,11 +249,12 @@ func (s *Service) runRead(ctx context.Context, p verbs.Peer, st *cmdState, c *co
 	if isRows {
 		rows.Init(plan, c.own, st.norm.Summary().Skipped > 0)
 		rows.Workers, rows.ParallelMin = s.workers, s.cfg.ParallelMin
-		if s.workers != nil && c.chunk >= int64(s.cfg.ParallelMin) {
-			out.Workers = uint32(s.workers.Len())
-		}
 	} else {
+		rng.Workers, rng.ParallelMin = s.workers, s.cfg.ParallelMin
 		rng.Init(plan.Ranges)
+	}
+	if s.workers != nil && c.chunk >= int64(s.cfg.ParallelMin) {
+		out.Workers = uint32(s.workers.Len())
 	}
 	rc := packstream.RunCursor{Runs: st.runs}
 	pl := s.newPipeline(p, st, c, true)

@@ -1,6 +1,8 @@
 package packstream
 
 import (
+	"sync"
+
 	"github.com/scatterkit/scatterkit/bufferpool/pack"
 	"github.com/scatterkit/scatterkit/planfmt"
 )
@@ -96,9 +98,58 @@ type RangeCursor struct {
 	rs  []planfmt.Range
 	i   int
 	off uint64 // bytes of rs[i] already done
+	// Workers, when set, packs a chunk of at least ParallelMin bytes on
+	// several goroutines: the chunk's ranges cut into pieces of about
+	// equal bytes (a piece may start inside a range), one per goroutine.
+	Workers     *pack.Workers
+	ParallelMin int
 }
 
-func (c *RangeCursor) Init(rs []planfmt.Range) { *c = RangeCursor{rs: rs} }
+// splits holds the rangeSplit states of chunks being packed in parallel:
+// taken for one chunk and put back, so neither a cursor nor its split
+// escapes to the heap per command.
+var splits = sync.Pool{New: func() any { return new(rangeSplit) }}
+
+// minPieceBytes is the fewest bytes a goroutine of a split range chunk
+// copies: below it the fork and join cost more than the copy saves.
+const minPieceBytes = 64 << 10
+
+// maxPieces bounds a range chunk's split (and its reused cut storage).
+const maxPieces = 64
+
+// rangeCut is where a piece of a split chunk starts: range i, off bytes
+// into it, out bytes into the chunk.
+type rangeCut struct {
+	i   int
+	off uint64
+	out int
+}
+
+// rangeSplit is one chunk's pieces, run by pack.Workers.Run.
+type rangeSplit struct {
+	rs       []planfmt.Range
+	dst, src []byte
+	cuts     [maxPieces + 1]rangeCut // cuts[k] is the chunk's end
+}
+
+// RunChunk copies piece j: from cuts[j] to cuts[j+1].
+func (s *rangeSplit) RunChunk(j int) {
+	a, b := s.cuts[j], s.cuts[j+1]
+	out, i, off := a.out, a.i, a.off
+	for out < b.out {
+		r := &s.rs[i]
+		n := min(r.Len-off, uint64(b.out-out))
+		src := r.Src + off
+		out += copy(s.dst[out:], s.src[src:src+n])
+		i, off = i+1, 0
+	}
+}
+
+// Init points c at rs, keeping its Workers and ParallelMin.
+func (c *RangeCursor) Init(rs []planfmt.Range) {
+	w, pmin := c.Workers, c.ParallelMin
+	*c = RangeCursor{rs: rs, Workers: w, ParallelMin: pmin}
+}
 
 func (c *RangeCursor) Done() bool {
 	for c.i < len(c.rs) && c.off >= c.rs[c.i].Len {
@@ -110,6 +161,11 @@ func (c *RangeCursor) Done() bool {
 // packInto copies the next source bytes (src is the source extent) into
 // dst until it is full or the ranges end, and returns the bytes written.
 func (c *RangeCursor) PackInto(dst, src []byte) int {
+	if c.Workers != nil && len(dst) >= max(c.ParallelMin, 2*minPieceBytes) {
+		if n, ok := c.packSplit(dst, src); ok {
+			return n
+		}
+	}
 	out := 0
 	for out < len(dst) && !c.Done() {
 		r := &c.rs[c.i]
@@ -119,6 +175,54 @@ func (c *RangeCursor) PackInto(dst, src []byte) int {
 		c.off += n
 	}
 	return out
+}
+
+// packSplit is PackInto on c.Workers: one walk over the chunk's ranges
+// finds the bytes to pack and the cuts between pieces of about equal
+// bytes, the pieces are copied in parallel, and the cursor moves past the
+// chunk. ok is false (nothing done) when the chunk is too small to split
+// or the workers are closed.
+func (c *RangeCursor) packSplit(dst, src []byte) (int, bool) {
+	// The chunk's bytes: up to len(dst), fewer at the plan's end; (ei,
+	// eo) is where the cursor stands after them.
+	want := uint64(len(dst))
+	var n uint64
+	ei, eo := c.i, c.off
+	for ei < len(c.rs) && n < want {
+		l := min(c.rs[ei].Len-eo, want-n)
+		n += l
+		if eo+l < c.rs[ei].Len {
+			eo += l
+			break
+		}
+		ei, eo = ei+1, 0
+	}
+	k := min(c.Workers.Len(), maxPieces, int(n/minPieceBytes))
+	if k < 2 {
+		return 0, false
+	}
+	sp := splits.Get().(*rangeSplit)
+	defer splits.Put(sp)
+	sp.rs, sp.dst, sp.src = c.rs, dst, src
+	// Cut at multiples of n/k bytes, inside the ranges where they fall.
+	var out uint64
+	i, off := c.i, c.off
+	for j := range k {
+		target := n * uint64(j) / uint64(k)
+		for i < len(c.rs) && out+(c.rs[i].Len-off) <= target {
+			out += c.rs[i].Len - off
+			i, off = i+1, 0
+		}
+		sp.cuts[j] = rangeCut{i: i, off: off + (target - out), out: int(target)}
+	}
+	sp.cuts[k] = rangeCut{out: int(n)}
+	err := c.Workers.Run(k, k, sp)
+	sp.rs, sp.dst, sp.src = nil, nil, nil
+	if err != nil {
+		return 0, false
+	}
+	c.i, c.off = ei, eo
+	return int(n), true
 }
 
 // scatterFrom copies chunk (the packed stream bytes [at, at+len(chunk)))
