@@ -53,11 +53,14 @@ func TestGatherWriteStagingBound(t *testing.T) {
 }
 
 // TestGatherStagedFragmentedDestination: a READ whose destination is as
-// fragmented as its source (shuffled slots with gaps) gathers through the
+// fragmented as its source (shuffled slots with gaps; for rows, one row a
+// token with padding between tokens, some ids -1) gathers through the
 // engine's staging: the owner WRITEs each chunk as one run into a lease of
-// C, the engine scatters it. Forced gather and ModeAuto (which may pick
-// direct on this machine) both leave the right bytes, poison between the
-// slots untouched; the staging stays within P x C and nothing leaks.
+// C (a rows chunk sent as its carrying ids in the rows form), the engine
+// scatters it. Forced gather and ModeAuto (which may pick direct on this
+// machine) both leave the right bytes, poison between the slots and in
+// the -1 rows untouched; the staging stays within P x C and nothing
+// leaks.
 func TestGatherStagedFragmentedDestination(t *testing.T) {
 	for _, be := range backends {
 		if !be.exposeRegistered {
@@ -71,6 +74,9 @@ func TestGatherStagedFragmentedDestination(t *testing.T) {
 			for i := range 8 {
 				n := 2000 + r.IntN(5000) // above the inline reply's 256 KiB: staged, not inline
 				p := fragmentedPlan(r, tableBytes, n, 200, 56)
+				if i%2 == 1 {
+					p = stridedPlan(r, tableBytes, n, 1, 200, 56)
+				}
 				for _, mode := range []engine.Mode{engine.ModeGather, engine.ModeAuto} {
 					res := f.run(t, verbs.OpRead, p, mode)
 					if mode == engine.ModeGather {
@@ -80,7 +86,11 @@ func TestGatherStagedFragmentedDestination(t *testing.T) {
 					if res.Trace.Staged {
 						pc := res.Trace.ChunkBytes * int64(res.Trace.Slots)
 						require.LessOrEqual(t, res.Trace.StagingPeak, pc, "op %d", i)
-						require.Equal(t, (uint64(res.Bytes)+uint64(res.Trace.ChunkBytes)-1)/uint64(res.Trace.ChunkBytes), uint64(res.Trace.Waves))
+						c := uint64(res.Trace.ChunkBytes)
+						if p.Form == planfmt.FormRows {
+							c -= c % p.Rows.RowSize // a rows chunk holds whole rows
+						}
+						require.Equal(t, (uint64(res.Bytes)+c-1)/c, uint64(res.Trace.Waves))
 						bound = max(bound, pc)
 					}
 				}

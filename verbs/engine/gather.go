@@ -44,9 +44,12 @@ func (op *Operation) prepareGather() {
 			op.g.spans = op.appendSpans(op.g.spans[:0])
 		}
 	} else if op.g.staged {
-		// Per-chunk commands are built at launch from the plan's spans;
-		// the replies are scattered by its destination runs.
-		op.g.spans = op.appendSpans(op.g.spans[:0])
+		// Per-chunk commands are built at launch: a rows plan's from its
+		// ids, a ranges plan's from its spans; the replies are scattered
+		// by its destination runs.
+		if op.sop.Plan.Form == planfmt.FormRanges {
+			op.g.spans = op.appendSpans(op.g.spans[:0])
+		}
 		runs := op.g.runs[:0]
 		op.norm.ForEachRun(func(dst, stream, n uint64) bool {
 			runs = append(runs, planfmt.Run{Dst: dst, Stream: stream, Len: n})
@@ -308,6 +311,8 @@ type chunkSlot struct {
 	runs      []planfmt.Run   // staged READ: the destination runs it touches
 	scatter   time.Duration   // staged READ: its scatter
 	ranges    []planfmt.Range // the command's ranges, built in place
+	ids32     []int32         // staged READ of rows: the chunk's carrying ids, built in place
+	ids64     []int64
 	cmd, resp []byte
 	st        gatherwire.Stats
 	d         time.Duration
@@ -526,8 +531,11 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 	chunk := op.g.chunk
 	total := op.geom.Bytes
 	spans, runs := op.g.spans, op.g.runs
+	plan := op.sop.Plan
+	isRows := plan.Form == planfmt.FormRows
 	var si int      // the span the next chunk starts in
 	var sOff uint64 // bytes of it already in earlier chunks
+	var next int    // rows: the next chunk's first id
 	var ri int      // the first run the next chunk touches
 	var stream uint64
 	inChunk := func(_ *planfmt.Range, _, got uint64) uint64 { return got } // landing contiguously in the lease
@@ -541,8 +549,35 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 		}
 		w.lease = lease
 		n := min(uint64(chunk), total-stream)
+		if isRows {
+			// The chunk's carrying ids, as many whole rows as it holds:
+			// sent in the rows form (4 bytes or fewer an id, decoded and
+			// packed as rows), contiguous from the lease's start, so the
+			// chunk lands densely, in stream order.
+			per := int(max(uint64(chunk)/plan.Rows.RowSize, 1))
+			if len(plan.Rows.IDs32) != 0 {
+				w.ids32, next = appendLiveIDs(w.ids32[:0], plan.Rows.IDs32, next, per)
+				n = uint64(len(w.ids32)) * plan.Rows.RowSize
+			} else {
+				w.ids64, next = appendLiveIDs(w.ids64[:0], plan.Rows.IDs64, next, per)
+				n = uint64(len(w.ids64)) * plan.Rows.RowSize
+			}
+		}
 		w.n, w.at = int(n), stream
-		w.ranges = appendChunkRanges(w.ranges[:0], spans, &si, &sOff, n, inChunk)
+		var sub planfmt.Plan
+		if isRows {
+			sub = planfmt.Plan{Form: planfmt.FormRows, SrcExtent: plan.SrcExtent, DstExtent: n,
+				Rows: planfmt.Rows{RowSize: plan.Rows.RowSize, TableRows: plan.Rows.TableRows, SrcBase: plan.Rows.SrcBase,
+					IDs32: w.ids32, IDs64: w.ids64}}
+			if len(plan.Rows.IDs32) != 0 {
+				sub.Rows.IDs64 = nil
+			} else {
+				sub.Rows.IDs32 = nil
+			}
+		} else {
+			w.ranges = appendChunkRanges(w.ranges[:0], spans, &si, &sOff, n, inChunk)
+			sub = planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: plan.SrcExtent, DstExtent: n, Ranges: w.ranges}
+		}
 		// Its destination runs: from the first touching [stream, stream+n).
 		for ri < len(runs) && runs[ri].Stream+runs[ri].Len <= stream {
 			ri++
@@ -558,7 +593,7 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 			Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
 			Dst:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: n},
 			Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
-			Plan: planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: op.sop.Plan.SrcExtent, DstExtent: n, Ranges: w.ranges},
+			Plan: sub,
 		}
 		w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
 		return err == nil, err, FallbackAborted
@@ -651,6 +686,19 @@ func (op *Operation) gatherChunked() (error, Fallback) {
 		return err == nil, err, FallbackAborted
 	}
 	return op.runChunks(verbs.OpRead, "READ", fill, op.chunkCall)
+}
+
+// appendLiveIDs appends to dst the carrying ids (not -1) of ids from
+// index next on, up to max of them, and returns it with the index after
+// the last id it looked at.
+func appendLiveIDs[T int32 | int64](dst, ids []T, next, max int) ([]T, int) {
+	for next < len(ids) && len(dst) < max {
+		if id := ids[next]; id != -1 {
+			dst = append(dst, id)
+		}
+		next++
+	}
+	return dst, next
 }
 
 // liveRows counts the ids that are not -1 (skipped rows carry no bytes).
