@@ -6,6 +6,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
 
 	"github.com/scatterkit/scatterkit/verbs/engine"
+	"github.com/scatterkit/scatterkit/verbs/gather"
 
 	"github.com/stretchr/testify/require"
 
@@ -141,5 +142,32 @@ func TestModelFedByGathers(t *testing.T) {
 			require.Equal(t, before.PlanPerSpan, res.Decision.Params().TPlanPerSpan, "the decision used the measured plan cost")
 			require.Equal(t, before.DecodePerSpan, res.Decision.Params().TDecodePerSpan)
 		}
+	}
+}
+
+// TestGatherOverlapsPackingAndWindow: the owner posts a chunk as soon as it
+// is packed and packs the next while it is in flight, so for a gather of
+// many chunks its first post (OwnerFill, from receiving the command)
+// comes before its packing is done (Decode + Pack), and the bulk window
+// (first post to last completion) is open over the later chunks' packing.
+// An owner that packed the whole plan before its first post would have
+// OwnerFill >= Decode + Pack and fail. (Orderings of one run's own
+// durations, not speeds.)
+func TestGatherOverlapsPackingAndWindow(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			r := verbstest.NewRand(t)
+			f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes,
+				service: func(c *gather.Config) { c.MaxChunk = 64 << 10 }})
+			p := rowsPlan(r, tableBytes, 8000, 256, 0, 0) // 2 MB: 32 chunks of 64 KiB
+			for range 3 {
+				res := f.run(t, verbs.OpRead, p, engine.ModeGather)
+				require.Equal(t, engine.ModeGather, res.Mode, "fallback %v: %v", res.Fallback, res.FallbackErr)
+				tr := res.Trace
+				require.GreaterOrEqual(t, tr.Chunks, 16, "trace %v", tr)
+				require.Less(t, tr.OwnerFill, tr.Decode+tr.Pack, "the first chunk went out before the packing ended: %v", tr)
+				require.Greater(t, tr.Window, tr.Pack/2, "the window spans the packing of the later chunks: %v", tr)
+			}
+		})
 	}
 }
