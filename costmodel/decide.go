@@ -207,7 +207,6 @@ func search(m *model, fn func(c, k int64, w int, total float64)) {
 		if hi < 1 {
 			continue
 		}
-		pack := m.pack(w)
 		// Chunk sizes lo*2^(j*step) below hi, then hi: at most steps
 		// sizes, spaced evenly in octaves, found with shifts alone.
 		step := 1
@@ -218,7 +217,7 @@ func search(m *model, fn func(c, k int64, w int, total float64)) {
 		for c := lo; ; {
 			k := Chunks(g.S, c)
 			if int64(w) <= k {
-				fn(c, k, w, m.total(c, pack, m.bulk(k)))
+				fn(c, k, w, m.total(c, m.pack(m.packWidth(c, w)), m.bulk(k)))
 			}
 			if c >= hi || steps == 1 {
 				break

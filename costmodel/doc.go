@@ -13,6 +13,7 @@
 // For an operation of S bytes in N fragments, M spans after coalescing:
 //
 //	T_direct = L + max(S/B_net + N/R_post, ceil(N/Q)*L)
+//	           (RequestsOverlap: L + max(S/B_net, N/R_post, ceil(N/Q)*L))
 //
 //	K        = ceil(S/C)
 //	T_pack   = S/(P*B_mem) + M/(P*R_copy)
@@ -26,8 +27,9 @@
 // Direct pays one request per fragment: its bytes at the link's rate plus
 // its requests at the post rate, or round trips when the queue is
 // shallow. (The RFC takes the larger of the bytes' and the requests'
-// times, as a NIC that overlaps them would; measured on this project's
-// transports they add, and R_post is measured as they add: see TDirect.) Gather
+// times, as a NIC that overlaps them does: Params.RequestsOverlap, which
+// the transport states; on this project's software transports they add:
+// see TDirect.) Gather
 // pays a fixed front (plan the command, deliver it, decode it), then packs
 // with P workers while bulk chunks of C bytes stream out; C/B_mem is the
 // pipeline fill and C/B_net its drain. Each formula is exported (TDirect,

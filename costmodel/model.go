@@ -21,14 +21,14 @@ const Forever time.Duration = math.MaxInt64
 //
 //	T_direct = L + max(S/B_net + N/R_post, ceil(N/Q)*L)
 //
-// The RFC writes max(S/B_net, N/R_post, ...): a NIC that processes
-// requests while the bytes of earlier ones stream. On the transports
-// measured here (tcp, shm, and the engine's own request handling) the
-// per-request work and the bytes share the same cores, and the times add
-// (docs/perf-notes.md, 2026-12-02: mixed's direct took 9.5 ms where the
-// RFC's form predicted 6.6); R_post is measured the same way, as requests
-// per second of the window beyond S/B_net (the engine's observeDirect),
-// so on a machine where they do overlap the measured R_post absorbs it.
+// or, with Params.RequestsOverlap, the RFC's L + max(S/B_net, N/R_post,
+// ceil(N/Q)*L): a NIC that processes requests while the bytes of earlier
+// ones stream. On the transports measured here (tcp, shm, and the
+// engine's own request handling) the per-request work and the bytes share
+// the same cores, and the times add (docs/perf-notes.md, 2026-12-02:
+// mixed's direct took 9.5 ms where the RFC's form predicted 6.6); the
+// engine measures R_post to match (requests per second of the window
+// beyond S/B_net, or of the whole window when they overlap).
 func TDirect(p Params, g Geometry) time.Duration {
 	m := newModel(&p, Geometry{})
 	return duration(m.direct(g.S, g.N))
@@ -75,7 +75,8 @@ func TFront(p Params, g Geometry) time.Duration {
 //	           + max(T_pack, T_bulk) + C/B_net
 //
 // C/B_mem is the pipeline fill (the first chunk packed before the link is
-// busy) and C/B_net the drain (the last chunk sent after packing ends). It
+// busy) and C/B_net the drain (the last chunk sent after packing ends).
+// T_pack takes one worker when min(c, S) is below Params.ParallelMin. It
 // is Forever when c < 1 or workers < 1.
 func TGather(p Params, g Geometry, c int64, workers int) time.Duration {
 	if c < 1 || workers < 1 {
@@ -184,10 +185,15 @@ func newModel(p *Params, g Geometry) model {
 	return m
 }
 
-// direct is L + max(s/B_net + n/R_post, ceil(n/Q)*L): T_direct for n
+// direct is L + max(s/B_net + n/R_post, ceil(n/Q)*L), or with
+// RequestsOverlap L + max(s/B_net, n/R_post, ceil(n/Q)*L): T_direct for n
 // requests carrying s bytes.
 func (m *model) direct(s, n int64) float64 {
-	return m.l + max(float64(s)*m.invNet+float64(n)*m.invPost, float64(m.rounds(n))*m.l)
+	bytes, reqs := float64(s)*m.invNet, float64(n)*m.invPost
+	if m.p.RequestsOverlap {
+		return m.l + max(bytes, reqs, float64(m.rounds(n))*m.l)
+	}
+	return m.l + max(bytes+reqs, float64(m.rounds(n))*m.l)
 }
 
 // rounds is ceil(n/Q), the round trips n requests need; most gathers post
@@ -212,10 +218,21 @@ type terms struct {
 	total      float64 // T_gather
 }
 
+// packWidth is how many of a candidate's workers pack its c-byte chunks:
+// all of them, or one when a chunk (at most the whole payload) is below
+// Params.ParallelMin.
+func (m *model) packWidth(c int64, workers int) int {
+	if min(c, m.g.S) < m.p.ParallelMin {
+		return 1
+	}
+	return workers
+}
+
 // gather evaluates T_gather for c-byte chunks, k of them, with workers
-// pack workers; c >= 1, workers >= 1.
+// pack workers (one when a chunk is below Params.ParallelMin); c >= 1,
+// workers >= 1.
 func (m *model) gather(c, k int64, workers int) terms {
-	pack := m.pack(workers)
+	pack := m.pack(m.packWidth(c, workers))
 	bulk := m.bulk(k)
 	return terms{c: c, k: k, w: workers, pack: pack, bulk: bulk, total: m.total(c, pack, bulk)}
 }
@@ -236,7 +253,12 @@ func (m *model) total(c int64, pack, bulk float64) float64 {
 // bytes and the direct part's requests; the k bulk requests are the
 // owner's to post, and count only against the queue's round trips.
 func (m *model) hybrid(d Geometry, k int64, tg float64) float64 {
-	link := m.l + max(float64(d.S+m.g.S)*m.invNet+float64(d.N)*m.invPost, float64(m.rounds(d.N+k))*m.l)
+	bytes, reqs := float64(d.S+m.g.S)*m.invNet, float64(d.N)*m.invPost
+	shared := bytes + reqs
+	if m.p.RequestsOverlap {
+		shared = max(bytes, reqs)
+	}
+	link := m.l + max(shared, float64(m.rounds(d.N+k))*m.l)
 	return max(m.direct(d.S, d.N), tg, link)
 }
 

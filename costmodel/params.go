@@ -70,6 +70,16 @@ type Params struct {
 	StagingBudget int64
 	// MaxP is the largest pipeline width (pack workers, chunks in flight).
 	MaxP int
+	// RequestsOverlap prices direct as the RFC does, L + max(S/B_net,
+	// N/R_post, ceil(N/Q)*L): a NIC that processes requests while earlier
+	// bytes stream. False (software transports, where the same cores do
+	// both) adds the two: L + max(S/B_net + N/R_post, ceil(N/Q)*L).
+	RequestsOverlap bool
+	// ParallelMin is the smallest chunk, in bytes, the packer splits over
+	// its P workers: a candidate with a smaller chunk is priced packing on
+	// one (its P still bounds the chunks in flight). Zero: every chunk is
+	// split.
+	ParallelMin int64
 	// MaxChunk caps the chunk size (the largest lease or bulk transfer the
 	// transport takes); zero means no cap beyond the staging budget.
 	MaxChunk int64
@@ -115,6 +125,8 @@ func (p Params) Validate() error {
 		return paramErr("StagingBudget", strconv.FormatInt(p.StagingBudget, 10), "must not be negative")
 	case p.MaxP < 1 || p.MaxP > MaxPipelineWidth:
 		return paramErr("MaxP", strconv.Itoa(p.MaxP), "must be in [1, "+strconv.Itoa(MaxPipelineWidth)+"]")
+	case p.ParallelMin < 0:
+		return paramErr("ParallelMin", strconv.FormatInt(p.ParallelMin, 10), "must not be negative")
 	case p.MaxChunk < 0:
 		return paramErr("MaxChunk", strconv.FormatInt(p.MaxChunk, 10), "must not be negative")
 	case p.ChunkSteps < 0 || p.ChunkSteps > MaxChunkSteps:

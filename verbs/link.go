@@ -17,6 +17,12 @@ type LinkParams struct {
 	QueueDepth int
 	// RTT is the round trip of a small control message (L).
 	RTT time.Duration
+	// RequestsOverlap says that the per-request work of a direct transfer
+	// overlaps its bytes (a NIC processes requests while earlier ones
+	// stream): its time is the larger of the two, as the RFC models it.
+	// False (tcp, shm: the same cores do both) makes them add. A
+	// transport states it; Merge keeps p's.
+	RequestsOverlap bool
 }
 
 // Merge returns p with its zero fields taken from measured.

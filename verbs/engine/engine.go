@@ -438,7 +438,8 @@ type connState struct {
 
 	// postRate is a moving average of the request rate direct
 	// operations achieved on this Conn (requests per second of window,
-	// beyond the time their bytes take at the link's bandwidth): the
+	// beyond the time their bytes take at the link's bandwidth; of the
+	// whole window when the link says requests overlap bytes): the
 	// probe's rate comes from small cache-hot requests, real fragments
 	// also pay a random copy.
 	rateMu    sync.Mutex
@@ -463,7 +464,12 @@ func (cs *connState) observeDirect(n int, b uint64, window time.Duration) {
 		return
 	}
 	t := window.Seconds() - float64(b)/lp.Bandwidth
-	if t < 0.1*window.Seconds() {
+	if lp.RequestsOverlap {
+		// Requests and bytes overlap: a window longer than its bytes is
+		// the requests' time.
+		t = window.Seconds()
+	}
+	if t < 0.1*window.Seconds() || lp.RequestsOverlap && float64(b)/lp.Bandwidth >= 0.9*window.Seconds() {
 		return // bandwidth-bound: says nothing about the request rate
 	}
 	r := float64(n) / t

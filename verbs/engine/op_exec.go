@@ -393,6 +393,7 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 	lp := op.cs.conn.LinkParams()
 	p := costmodel.Params{
 		BNet: lp.Bandwidth, RPost: lp.PostRate, Q: max(lp.QueueDepth, 1), L: lp.RTT,
+		RequestsOverlap: lp.RequestsOverlap,
 		BMem: info.BMem, RCopy: info.RCopy,
 		TPlan: cfg.TPlan, TPlanPerSpan: cfg.TPlanPerSpan,
 		TDecode: cfg.TDecode, TDecodePerSpan: cfg.TDecodePerSpan,
@@ -400,6 +401,7 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 		Epsilon:     cfg.Epsilon, Margin: cfg.Margin,
 		StagingBudget: info.StagingBudget,
 		MaxP:          max(1, min(cfg.MaxP, info.PackWorkers)),
+		ParallelMin:   info.ParallelMin,
 		MaxChunk:      info.MaxChunk,
 		ChunkSteps:    cfg.ChunkSteps,
 	}
@@ -431,6 +433,7 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 		p.StagingBudget = min(p.StagingBudget, int64(ps.Budget)) // P leases of C (gatherWrite)
 		p.MaxChunk = min(p.MaxChunk, int64(ps.MaxSlot))
 		p.MaxP = 1 // one packer: the requester's goroutine
+		p.ParallelMin = 0
 		return op.directRate(p)
 	}
 	p = op.cs.moving.Refresh(p)

@@ -43,8 +43,9 @@
 //
 // # Format
 //
-// The gather methods' messages are little-endian, unaligned, version 2
-// (version 2 added the inline reply).
+// The gather methods' messages are little-endian, unaligned, version 3
+// (version 2 added the inline reply, version 3 the owner's parallel
+// packing threshold).
 // A decoder rejects another version, a wrong magic, reserved bytes that
 // are not zero, lengths that disagree with the counts, non-finite or
 // non-positive rates, inconsistent staging bounds and negative durations
@@ -55,7 +56,7 @@
 //	| offset | size | field                                            |
 //	+--------+------+--------------------------------------------------+
 //	|      0 |    4 | magic "SKGI"                                     |
-//	|      4 |    1 | version: 2                                       |
+//	|      4 |    1 | version: 3                                       |
 //	|      5 |    1 | reserved, 0                                      |
 //	|      6 |    2 | E: exposures listed (at most 1024)               |
 //	|      8 |    8 | B_mem, float64 bits: bytes/s per pack worker     |
@@ -66,7 +67,8 @@
 //	|     48 |    4 | most staging slots of one command                |
 //	|     52 |    4 | pack workers                                     |
 //	|     56 |    8 | inline reply limit, bytes (0: none; <= 8 MiB)    |
-//	|     64 | 24*E | exposures: key (8), length (8), access (1),      |
+//	|     64 |    8 | smallest chunk packed on more than one worker    |
+//	|     72 | 24*E | exposures: key (8), length (8), access (1),      |
 //	|        |      | reserved (7, zero)                               |
 //	+--------+------+--------------------------------------------------+
 //
@@ -81,7 +83,7 @@
 //
 //	+--------+------+--------------------------------------------------+
 //	|      0 |    4 | magic "SKGR"                                     |
-//	|      4 |    1 | version: 2                                       |
+//	|      4 |    1 | version: 3                                       |
 //	|      5 |    1 | direction: 1 READ, 2 WRITE                       |
 //	|      6 |    1 | flags: bit 0 = inline payload follows (READ)     |
 //	|      7 |    1 | reserved, 0                                      |

@@ -26,8 +26,8 @@ const (
 
 // Sizes and versions of the gather wire messages.
 const (
-	gatherWireVersion = 2
-	infoFixedSize     = 64
+	gatherWireVersion = 3
+	infoFixedSize     = 72
 	infoEntrySize     = 24
 	ReplySize         = 88
 	// maxInfoExposures bounds the exposures an info reply lists.
@@ -61,6 +61,10 @@ type OwnerInfo struct {
 	// reply when the command allows it (gather.Config.InlineMax); zero
 	// means never.
 	InlineMax int64
+	// ParallelMin is the smallest chunk, in bytes, the owner packs on
+	// more than one worker (gather.Config.ParallelMin): smaller chunks
+	// pack on one.
+	ParallelMin int64
 	// Exposed lists the regions the requester exposed on this connection
 	// (Peer.Remote on the owner). Names are not carried.
 	Exposed []verbs.RegionInfo
@@ -91,6 +95,7 @@ func AppendInfo(dst []byte, o *OwnerInfo) []byte {
 	binary.LittleEndian.PutUint32(h[48:], uint32(o.MaxSlots))
 	binary.LittleEndian.PutUint32(h[52:], uint32(o.PackWorkers))
 	binary.LittleEndian.PutUint64(h[56:], uint64(max(o.InlineMax, 0)))
+	binary.LittleEndian.PutUint64(h[64:], uint64(max(o.ParallelMin, 0)))
 	dst = append(dst, h[:]...)
 	for _, r := range o.Exposed[:n] {
 		var e [infoEntrySize]byte
@@ -133,9 +138,13 @@ func DecodeInfo(o *OwnerInfo, b []byte) error {
 	v.PackWorkers = int(binary.LittleEndian.Uint32(b[52:]))
 	inline := binary.LittleEndian.Uint64(b[56:])
 	v.InlineMax = int64(inline)
+	pmin := binary.LittleEndian.Uint64(b[64:])
+	v.ParallelMin = int64(pmin)
 	switch {
 	case inline > MaxInlineReply:
 		return bad("inline", fmt.Sprintf("%d bytes, above MaxInlineReply", inline))
+	case pmin > math.MaxInt64:
+		return bad("parallel", fmt.Sprintf("%d bytes, above the largest int64", pmin))
 	case !(v.BMem > 0) || math.IsInf(v.BMem, 0):
 		return bad("BMem", "not a positive finite rate")
 	case !(v.RCopy > 0) || math.IsInf(v.RCopy, 0):

@@ -22,7 +22,7 @@ var updateWireSeeds = flag.Bool("gatherwire.update-seeds", false, "rewrite testd
 
 func sampleInfo() OwnerInfo {
 	return OwnerInfo{BMem: 9.5e9, RCopy: 12.25e6, PackWorkers: 2, MaxSlots: 8, StagingBudget: 32 << 20,
-		MinChunk: 64 << 10, MaxChunk: 16 << 20, InlineMax: 256 << 10, Exposed: []verbs.RegionInfo{
+		MinChunk: 64 << 10, MaxChunk: 16 << 20, InlineMax: 256 << 10, ParallelMin: 512 << 10, Exposed: []verbs.RegionInfo{
 			{Key: 0x1122334455667788, Len: 1 << 20, Access: verbs.AccessLocal | verbs.AccessRemoteWrite},
 			{Key: 0x0102030405060708, Len: 4096, Access: verbs.AccessRemoteRead}}}
 }
