@@ -394,7 +394,7 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 	p := costmodel.Params{
 		BNet: lp.Bandwidth, RPost: lp.PostRate, Q: max(lp.QueueDepth, 1), L: lp.RTT,
 		RequestsOverlap: lp.RequestsOverlap,
-		BMem: info.BMem, RCopy: info.RCopy,
+		BMem:            info.BMem, RCopy: info.RCopy,
 		TPlan: cfg.TPlan, TPlanPerSpan: cfg.TPlanPerSpan,
 		TDecode: cfg.TDecode, TDecodePerSpan: cfg.TDecodePerSpan,
 		TChunkFixed: cfg.TChunkFixed,

@@ -246,7 +246,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s.cal = cal
 	s.info = gatherwire.OwnerInfo{BMem: cal.BMem, RCopy: cal.RCopy, PackWorkers: cfg.PackWorkers, MaxSlots: cfg.MaxSlots,
-		ParallelMin: int64(cfg.ParallelMin),
+		ParallelMin:   int64(cfg.ParallelMin),
 		StagingBudget: cfg.CommandBudget, MinChunk: int64(ps.MinSlot), MaxChunk: cfg.MaxChunk,
 		InlineMax: max(s.inlineMax, 0)}
 	if cfg.PackWorkers > 1 {
