@@ -63,8 +63,8 @@ type Config struct {
 	InlineMax int64
 
 	// HybridThreshold is the largest span gathered by a forced
-	// ModeHybrid when the cost model's split gathers nothing (default
-	// 16 KiB).
+	// ModeHybrid when the cost model's split is not a hybrid (it gathers
+	// nothing, or everything) (default 16 KiB).
 	HybridThreshold uint64
 	// ChunkedRead sends a READ gather as one command per chunk, up to P in
 	// flight, instead of one command for the whole plan: the owner starts

@@ -32,8 +32,8 @@ func (op *Operation) occupiedBuckets() int {
 
 // splitPlan runs the cost model's split over the plan's size classes and
 // settles op.mode (direct, gather or hybrid) and op.h.bucketModes. A forced
-// hybrid whose split gathers nothing gathers the classes whose spans are
-// all at most HybridThreshold bytes.
+// hybrid whose split is not a hybrid (it gathers nothing, or everything)
+// gathers the classes whose spans are all at most HybridThreshold bytes.
 func (op *Operation) splitPlan(p costmodel.Params, forced bool) {
 	var bytes, count [64]uint64
 	op.norm.ForEachSpan(func(_, _, n uint64) bool {
@@ -60,7 +60,7 @@ func (op *Operation) splitPlan(p costmodel.Params, forced bool) {
 	if op.h.split.Err != nil {
 		mode = ModeDirect
 	}
-	if mode == ModeDirect && forced {
+	if mode != ModeHybrid && forced {
 		var g costmodel.Geometry
 		for i := range k {
 			modes[i] = ModeDirect
