@@ -212,7 +212,7 @@ func BenchmarkDecodePlanRanges(b *testing.B) {
 func BenchmarkNormalizeRowsParallel(b *testing.B) {
 	c := benchCommand(b)
 	var n Normalized
-	workers := runtime.GOMAXPROCS(0)
+	workers := goPar(runtime.GOMAXPROCS(0))
 	if err := NormalizeParallel(&n, &c.Plan, workers); err != nil { // warm n's storage
 		b.Fatal(err)
 	}

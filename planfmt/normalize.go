@@ -3,7 +3,6 @@ package planfmt
 import (
 	"math"
 	"math/bits"
-	"sync"
 	"unsafe"
 )
 
@@ -72,11 +71,27 @@ type Normalized struct {
 	shape rowShape
 
 	// NormalizeParallel's split: at most workers blocks of at least
-	// minBlock ids per completion span (workers 1: serial), the blocks'
-	// results and their join.
+	// minBlock ids per completion span (workers 1: serial), run by par;
+	// the blocks' results and the job that runs them.
 	workers, minBlock int
+	par               Parallel
 	blocks            []rowBlock
-	wg                sync.WaitGroup
+	job               rowJob
+}
+
+// Chunks is work cut into numbered pieces that a Parallel runs, each
+// exactly once, in any order.
+type Chunks interface {
+	RunChunk(i int)
+}
+
+// Parallel runs pieces 0 to n-1 of c on up to k goroutines, the caller's
+// included, and returns when all have run; Len is how many goroutines it
+// has. bufferpool/pack's Workers is one (through an adapter: its Run takes
+// its own Chunks type). An error means nothing ran (it is closed).
+type Parallel interface {
+	Len() int
+	Run(k, n int, c Chunks) error
 }
 
 // Span is a coalesced piece of the plan: Len bytes from source offset Src to
@@ -149,7 +164,7 @@ func (n *Normalized) reset() {
 // It allocates nothing once dst's storage has grown to the plan's size. On
 // error dst is left empty and p is unchanged.
 func Normalize(dst *Normalized, p *Plan) error {
-	return normalize(dst, p, 1, 0)
+	return normalize(dst, p, nil, 1, 0)
 }
 
 // ParallelMinBlock is the fewest ids NormalizeParallel gives one goroutine:
@@ -158,19 +173,24 @@ func Normalize(dst *Normalized, p *Plan) error {
 const ParallelMinBlock = 16 << 10
 
 // NormalizeParallel is Normalize with the per-id passes of a rows plan (id
-// validation, span and run counting) split over up to workers goroutines,
-// in blocks of at least ParallelMinBlock ids of one completion span: the
-// planning cost of a large lookup (about 4 ns an id on one core) divided
-// among cores. The result, and the error for a bad plan, are Normalize's
-// exactly. A ranges plan, a plan smaller than two blocks, and workers <= 1
-// take the serial path; the parallel one allocates its goroutines'
-// closures (a few hundred bytes).
-func NormalizeParallel(dst *Normalized, p *Plan, workers int) error {
-	return normalize(dst, p, workers, ParallelMinBlock)
+// validation, span and run counting) split over par's goroutines, in
+// blocks of at least ParallelMinBlock ids of one completion span: the
+// planning cost of a large lookup (about 2-4 ns an id on one core)
+// divided among cores. The result, and the error for a bad plan, are
+// Normalize's exactly. A ranges plan, a plan smaller than two blocks, and
+// a nil par or one of fewer than two goroutines take the serial path; so
+// does a block split that par refuses (closed). It allocates nothing once
+// dst's storage has grown.
+func NormalizeParallel(dst *Normalized, p *Plan, par Parallel) error {
+	if par == nil || par.Len() < 2 {
+		return normalize(dst, p, nil, 1, 0)
+	}
+	return normalize(dst, p, par, par.Len(), ParallelMinBlock)
 }
 
-func normalize(dst *Normalized, p *Plan, workers, minBlock int) error {
-	dst.workers, dst.minBlock = max(workers, 1), max(minBlock, 1)
+func normalize(dst *Normalized, p *Plan, par Parallel, workers, minBlock int) error {
+	dst.par, dst.workers, dst.minBlock = par, max(workers, 1), max(minBlock, 1)
+	defer func() { dst.par = nil }()
 	dst.reset()
 	var err error
 	switch p.Form {
@@ -305,8 +325,8 @@ type rowBlock struct {
 }
 
 // normRowBlocks is the per-id work of completion span [start, end) split
-// into blocks contiguous blocks, all but the first on goroutines of their
-// own: each validates its ids and walks its spans from the state the
+// into blocks contiguous blocks, run by n.par (on the caller when it
+// refuses): each validates its ids and walks its spans from the state the
 // serial walk would enter it with (the last carrying row before it in the
 // span), so the sums are the serial walk's, exactly. bad is the first
 // invalid id of the span, or -1.
@@ -320,15 +340,20 @@ func normRowBlocks[T int32 | int64](n *Normalized, ids []T, r *Rows, s rowShape,
 		bs[i] = rowBlock{start: start + i*per, end: start + (i+1)*per}
 	}
 	bs[blocks-1].end = end
-	n.wg.Add(blocks - 1)
-	for i := 1; i < blocks; i++ {
-		go func() {
-			normRowBlock(&bs[i], ids, r, s, start)
-			n.wg.Done()
-		}()
+	j := &n.job
+	*j = rowJob{blocks: bs, r: r, s: s, spanStart: start}
+	switch v := any(ids).(type) {
+	case []int32:
+		j.ids32 = v
+	case []int64:
+		j.ids64 = v
 	}
-	normRowBlock(&bs[0], ids, r, s, start)
-	n.wg.Wait()
+	if n.par.Run(blocks, blocks, j) != nil {
+		for i := range bs {
+			j.RunChunk(i)
+		}
+	}
+	*j = rowJob{}
 	lo, bad = math.MaxUint64, -1
 	for i := range bs {
 		b := &bs[i]
@@ -339,6 +364,25 @@ func normRowBlocks[T int32 | int64](n *Normalized, ids []T, r *Rows, s rowShape,
 		skip, ru, ext = skip+b.skip, ru+b.ru, ext+b.ext
 	}
 	return lo, hi1, skip, ru, ext, -1
+}
+
+// rowJob is normRowBlocks' work as Chunks: piece i is block i.
+type rowJob struct {
+	blocks    []rowBlock
+	ids32     []int32
+	ids64     []int64
+	r         *Rows
+	s         rowShape
+	spanStart int
+}
+
+// RunChunk validates and walks block i.
+func (j *rowJob) RunChunk(i int) {
+	if j.ids32 != nil {
+		normRowBlock(&j.blocks[i], j.ids32, j.r, j.s, j.spanStart)
+	} else {
+		normRowBlock(&j.blocks[i], j.ids64, j.r, j.s, j.spanStart)
+	}
 }
 
 // normRowBlock validates and walks one block of a completion span that

@@ -2,9 +2,11 @@ package planfmt
 
 import (
 	stdcmp "cmp"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -530,7 +532,11 @@ func TestNormalizeParallelMatchesSerial(t *testing.T) {
 			breakPlan(rng, p)
 		}
 		errS := Normalize(&ser, p)
-		errP := normalize(&par, p, 2+rng.IntN(7), 1+rng.IntN(40))
+		var run Parallel = inOrder(8)
+		if i%3 == 0 {
+			run = goPar(8)
+		}
+		errP := normalize(&par, p, run, 2+rng.IntN(7), 1+rng.IntN(40))
 		if errS != nil {
 			require.Error(t, errP, "plan %d", i)
 			require.Equal(t, errS.Error(), errP.Error(), "plan %d", i)
@@ -544,4 +550,64 @@ func TestNormalizeParallelMatchesSerial(t *testing.T) {
 		require.Equal(t, sS, sP, "plan %d spans", i)
 		require.Equal(t, rS, rP, "plan %d runs", i)
 	}
+}
+
+// inOrder is a Parallel that runs the pieces on the caller, in order.
+type inOrder int
+
+func (w inOrder) Len() int { return int(w) }
+func (inOrder) Run(_, n int, c Chunks) error {
+	for i := range n {
+		c.RunChunk(i)
+	}
+	return nil
+}
+
+// goPar is a Parallel that runs the pieces on goroutines of their own.
+type goPar int
+
+func (w goPar) Len() int { return int(w) }
+func (goPar) Run(_, n int, c Chunks) error {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { c.RunChunk(i) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// refuses is a closed Parallel.
+type refuses int
+
+func (w refuses) Len() int                   { return int(w) }
+func (refuses) Run(_, _ int, _ Chunks) error { return errors.New("closed") }
+
+// TestNormalizeParallelAllocsAndRefusal: NormalizeParallel allocates nothing
+// once warm (the split's job lives in the Normalized), and a Parallel that
+// refuses the split leaves the result Normalize's.
+func TestNormalizeParallelAllocsAndRefusal(t *testing.T) {
+	rng := newRand(t)
+	ids := make([]int64, 4*ParallelMinBlock)
+	for i := range ids {
+		ids[i] = int64(rng.IntN(1 << 20))
+		if rng.IntN(100) == 0 {
+			ids[i] = -1
+		}
+	}
+	p := rowsPlan(8, 1<<20, ids, Layout{}, 8<<20, uint64(len(ids))*8)
+	var ser, par Normalized
+	require.NoError(t, Normalize(&ser, p))
+	require.NoError(t, NormalizeParallel(&par, p, inOrder(4)))
+	require.Equal(t, ser.Summary(), par.Summary())
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := NormalizeParallel(&par, p, inOrder(4)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+	require.NoError(t, NormalizeParallel(&par, p, refuses(4)))
+	require.Equal(t, ser.Summary(), par.Summary())
+	_, rS := collect(&ser)
+	_, rP := collect(&par)
+	require.Equal(t, rS, rP)
 }

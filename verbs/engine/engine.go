@@ -12,10 +12,12 @@ import (
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
+	"github.com/scatterkit/scatterkit/verbs/internal/packstream"
 	"github.com/scatterkit/scatterkit/verbs/staging"
 
 	"github.com/scatterkit/scatterkit/bufferpool/pack"
 	"github.com/scatterkit/scatterkit/costmodel"
+	"github.com/scatterkit/scatterkit/planfmt"
 )
 
 // Config configures an Engine. The zero value is usable: no WRITE
@@ -199,6 +201,7 @@ type Engine struct {
 	// crew (both nil when CopyWorkers is 1).
 	copyWorkers int
 	rowWorkers  *pack.Workers
+	normPar     planfmt.Parallel // rowWorkers for planfmt.NormalizeParallel (nil: serial)
 	spanCrew    *spanCrew
 
 	ctx    context.Context // ends at Close: stops the drivers
@@ -278,6 +281,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.CopyWorkers > 1 {
 		e.rowWorkers = pack.NewWorkers(cfg.CopyWorkers)
+		e.normPar = packstream.NormParallel(e.rowWorkers)
 		e.spanCrew = newSpanCrew(cfg.CopyWorkers)
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())

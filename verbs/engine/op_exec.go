@@ -218,7 +218,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 	}
 	stage.Begin(op.id, stage.Op)
 	stage.Begin(op.id, stage.Plan)
-	if err := planfmt.NormalizeParallel(&op.norm, sop.Plan, e.cfg.CopyWorkers); err != nil {
+	if err := planfmt.NormalizeParallel(&op.norm, sop.Plan, e.normPar); err != nil {
 		stage.End(op.id, stage.Plan, 0)
 		stage.End(op.id, stage.Op, 0)
 		e.active.Done()

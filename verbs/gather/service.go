@@ -13,6 +13,7 @@ import (
 
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/internal/gatherwire"
+	"github.com/scatterkit/scatterkit/verbs/internal/packstream"
 	"github.com/scatterkit/scatterkit/verbs/staging"
 
 	"github.com/scatterkit/scatterkit/bufferpool/pack"
@@ -489,7 +490,7 @@ func (s *Service) validate(p verbs.Peer, st *cmdState, c *command) error {
 	case !inBounds(peerWin.Off, peerWin.Len, peer.Len):
 		return refuse("peer region", fmt.Errorf("window of %d bytes at %d outside exposure of %d: %w", peerWin.Len, peerWin.Off, peer.Len, verbs.ErrBounds))
 	}
-	if err := planfmt.NormalizeParallel(&st.norm, &cmd.Plan, s.cfg.PackWorkers); err != nil {
+	if err := planfmt.NormalizeParallel(&st.norm, &cmd.Plan, packstream.NormParallel(s.workers)); err != nil {
 		return refuse("normalize", err)
 	}
 	// The chunk rule is the requester's (gatherwire.ChunkShape), so a

@@ -289,3 +289,20 @@ func AppendRuns(runs []planfmt.Run, rs []planfmt.Range) []planfmt.Run {
 	}
 	return runs
 }
+
+// normParallel is a pack.Workers as a planfmt.Parallel (pack.Workers.Run
+// takes pack's own Chunks type, which planfmt's pieces satisfy).
+type normParallel struct{ w *pack.Workers }
+
+func (p normParallel) Len() int { return p.w.Len() }
+
+func (p normParallel) Run(k, n int, c planfmt.Chunks) error { return p.w.Run(k, n, c) }
+
+// NormParallel returns w as the planfmt.Parallel of NormalizeParallel, or
+// nil for nil w (serial normalization).
+func NormParallel(w *pack.Workers) planfmt.Parallel {
+	if w == nil {
+		return nil
+	}
+	return normParallel{w}
+}
