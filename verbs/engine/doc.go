@@ -84,9 +84,10 @@
 // owner would post a WRITE per fragment; if the engine's staging is
 // exposed with AccessRemoteWrite, the gather goes instead as a command per
 // chunk whose destination is a lease of C bytes of that staging (one bulk
-// WRITE per chunk, up to P in flight), and the engine scatters each landed
-// chunk into its destination runs (Trace.Staged; ModeAuto prices it
-// against direct). Config.ChunkedRead (experimental, off) sends a plain
+// WRITE per chunk, up to P in flight; a rows plan's chunk is sent as its
+// carrying ids in the rows form, a ranges plan's as its source ranges),
+// and the engine scatters each landed chunk into its destination runs
+// (Trace.Staged; ModeAuto prices it against direct). Config.ChunkedRead (experimental, off) sends a plain
 // READ gather as a command per chunk the same way, landing in place.
 //
 // Inline reply: a READ gather of at most Config.InlineMax payload
