@@ -36,24 +36,13 @@ shift || true
 out=${OUT:-bench-results}
 mkdir -p "$out"
 workloads=${WORKLOADS:-many-small,few-large,mixed,single-read,engram-remote-t16,structobj-put,structobj-get}
-variants=(before head)
-declare -A bins=([before]=before [head]=head) flags=([before]="" [head]="")
-for v in "$@"; do
-	variants+=("${v%%=*}")
-	bins[${v%%=*}]=head
-	flags[${v%%=*}]=${v#*=}
-done
+# shellcheck source=scripts/device-variants.sh
+. scripts/device-variants.sh
+variants_init "" "$@"
 echo "host: $(nproc) cores; before $(cat .device/before.rev), head $(cat .device/head.rev); $rounds rounds; variants ${variants[*]}"
 for v in "${variants[@]}"; do : >"$out/$v.jsonl"; done
 for r in $(seq "$rounds"); do
-	# Odd rounds run the variants in order, even rounds in reverse, so a
-	# drift of the machine over a round (or the cost of going first) does
-	# not favour one variant.
-	order=("${variants[@]}")
-	if [ $((r % 2)) -eq 0 ]; then
-		order=()
-		for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[$i]}"); done
-	fi
+	round_order "$r"
 	for v in "${order[@]}"; do
 		t0=$SECONDS
 		# shellcheck disable=SC2086 # flags are words

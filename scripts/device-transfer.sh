@@ -25,14 +25,9 @@ rounds=${1:-3}
 shift || true
 out=${OUT:-bench-results}
 mkdir -p "$out"
-variants=(before head)
-[ -x .device/scatterbench-before ] || variants=(head)
-declare -A bins=([before]=before [head]=head) flags=([before]="" [head]="${HEAD_FLAGS:-}")
-for v in "$@"; do
-	variants+=("${v%%=*}")
-	bins[${v%%=*}]=head
-	flags[${v%%=*}]=${v#*=}
-done
+# shellcheck source=scripts/device-variants.sh
+. scripts/device-variants.sh
+variants_init "${HEAD_FLAGS:-}" "$@"
 cases=(
 	"named|-workloads many-small,mixed,few-large,reshard-kv,reshard-mixed"
 	"frag-dst|-frags 49152 -frag-size 200 -src random -dst fragmented"
@@ -41,11 +36,7 @@ cases=(
 echo "host: $(nproc) cores; variants ${variants[*]} ($(cat .device/before.rev 2>/dev/null || echo -) -> $(cat .device/head.rev 2>/dev/null || echo -)); $rounds rounds"
 for v in "${variants[@]}"; do : >"$out/$v.jsonl"; done
 for r in $(seq "$rounds"); do
-	order=("${variants[@]}")
-	if [ $((r % 2)) -eq 0 ]; then
-		order=()
-		for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[$i]}"); done
-	fi
+	round_order "$r"
 	for v in "${order[@]}"; do
 		t0=$SECONDS
 		for c in "${cases[@]}"; do
