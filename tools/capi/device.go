@@ -393,25 +393,32 @@ func benchGraph(a *deviceLookupArgs, n int64) (time.Duration, error) {
 			return err
 		}
 		defer func() { err = errors.Join(err, ctx.Sync(s), g.Close()) }()
-		if err := g.Launch(s); err != nil {
-			return err
-		}
-		if err := ctx.Sync(s); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		for range n {
-			if err := g.Launch(s); err != nil {
-				return err
-			}
-		}
-		if err := ctx.Sync(s); err != nil {
-			return err
-		}
-		d = time.Since(t0)
-		return nil
+		d, err = timeLaunches(n, func() error { return g.Launch(s) }, func() error { return ctx.Sync(s) })
+		return err
 	})
 	return d, err
+}
+
+// timeLaunches launches once and synchronizes (warm-up), then launches n
+// times and returns the time of those launches and the synchronization
+// after them: the loop of benchGraph and benchReplay.
+func timeLaunches(n int64, launch, sync func() error) (time.Duration, error) {
+	if err := launch(); err != nil {
+		return 0, err
+	}
+	if err := sync(); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	for range n {
+		if err := launch(); err != nil {
+			return 0, err
+		}
+	}
+	if err := sync(); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
 }
 
 // benchReplay is sk_cuda_bench_replay: a graph instantiated elsewhere
@@ -437,23 +444,8 @@ func benchReplay(h, exec, stream uint64, n int64) (time.Duration, error) {
 		}
 		defer dv.mu.RUnlock()
 		ctx, s := dv.ctx, cudagather.Stream(stream)
-		if err := ctx.LaunchExec(uintptr(exec), s); err != nil {
-			return err
-		}
-		if err := ctx.Sync(s); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		for range n {
-			if err := ctx.LaunchExec(uintptr(exec), s); err != nil {
-				return err
-			}
-		}
-		if err := ctx.Sync(s); err != nil {
-			return err
-		}
-		d = time.Since(t0)
-		return nil
+		d, err = timeLaunches(n, func() error { return ctx.LaunchExec(uintptr(exec), s) }, func() error { return ctx.Sync(s) })
+		return err
 	})
 	return d, err
 }

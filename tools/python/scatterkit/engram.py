@@ -958,13 +958,7 @@ class EngramStore:
         if a.device != o.device:
             where = "host memory" if a.device < 0 else f"CUDA device {a.device}"
             raise ValueError(f"scatterkit: ids are in {where}, the output on CUDA device {o.device}: want the ids on the output's device")
-        bits = _ID_BITS.get(a.dtype)
-        if bits is None:
-            raise ValueError(f"scatterkit: ids are {a.dtype}: want int32 or int64")
-        if len(a.shape) != 2 or a.shape[1] != k:
-            raise ValueError(f"scatterkit: ids have shape {a.shape}: want [T, {k}] (one column per table id)")
-        if not a.c_contiguous():
-            raise ValueError(f"scatterkit: ids with strides {a.strides} are not C-contiguous")
+        bits = _check_ids(a, k)
         t = a.shape[0]
         base, n, off, ts, ks = _output_geometry(o.ptr, o.shape, o.strides, o.readonly, t, k, r)
         offs = okeep = None
@@ -1363,6 +1357,11 @@ def _ids_args(x: Any, k: int) -> tuple:
         if bits is not None and len(shape) == 2 and shape[1] == k and x.flags.c_contiguous:
             return shape[0], _arrays.np_data(x), x.nbytes, bits, x
     a = describe(x, "ids")
+    return a.shape[0], a.ptr, a.nbytes, _check_ids(a, k), a.keep
+
+
+def _check_ids(a: _arrays.Array, k: int) -> int:
+    """The id bits of described ids, checked to be [T,K] C-contiguous int32 or int64."""
     bits = _ID_BITS.get(a.dtype)
     if bits is None:
         raise ValueError(f"scatterkit: ids are {a.dtype}: want int32 or int64")
@@ -1370,7 +1369,7 @@ def _ids_args(x: Any, k: int) -> tuple:
         raise ValueError(f"scatterkit: ids have shape {a.shape}: want [T, {k}] (one column per table id)")
     if not a.c_contiguous():
         raise ValueError(f"scatterkit: ids with strides {a.strides} are not C-contiguous")
-    return a.shape[0], a.ptr, a.nbytes, bits, a.keep
+    return bits
 
 
 def _output_args(x: Any, t: int, k: int, r: int) -> tuple:
