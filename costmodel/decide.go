@@ -82,12 +82,26 @@ type Decision struct {
 	// is then direct, the path that needs no model.
 	Err error
 
-	params Params
-	geom   Geometry
+	params   Params
+	geom     Geometry
+	staged   Staged // DecideStaged's requester side
+	isStaged bool
 }
 
 // Predicted is the predicted time of the chosen mode.
 func (d Decision) Predicted() time.Duration { return d.Chosen.Total }
+
+// model rebuilds the decision's model (Decide's or DecideStaged's).
+func (d *Decision) model() model {
+	if d.isStaged {
+		return newStagedModel(&d.params, d.geom, d.staged)
+	}
+	return newModel(&d.params, d.geom)
+}
+
+// Staged reports the requester side a DecideStaged decision was made
+// with, and whether it was one.
+func (d Decision) Staged() (Staged, bool) { return d.staged, d.isStaged }
 
 // Params returns the parameters the decision was made with.
 func (d Decision) Params() Params { return d.params }
@@ -202,6 +216,9 @@ func search(m *model, fn func(c, k int64, w int, total float64)) {
 		steps = DefaultChunkSteps
 	}
 	cmin := bytesUp(cMin(p))
+	if m.staged {
+		cmin = m.stagedLow()
+	}
 	for w := 1; w != 0; w = nextWidth(w, p.MaxP) {
 		lo, hi := chunkRange(p, g, w, cmin)
 		if hi < 1 {
@@ -217,7 +234,7 @@ func search(m *model, fn func(c, k int64, w int, total float64)) {
 		for c := lo; ; {
 			k := Chunks(g.S, c)
 			if int64(w) <= k {
-				fn(c, k, w, m.total(c, m.pack(m.packWidth(c, w)), m.bulk(k)))
+				fn(c, k, w, m.gather(c, k, w).total)
 			}
 			if c >= hi || steps == 1 {
 				break

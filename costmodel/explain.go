@@ -15,7 +15,7 @@ func (d Decision) AppendCandidates(dst []Candidate) []Candidate {
 	if d.Err != nil {
 		return dst
 	}
-	m := newModel(&d.params, d.geom)
+	m := d.model()
 	search(&m, func(c, k int64, w int, _ float64) {
 		t := m.gather(c, k, w)
 		dst = append(dst, t.candidate(d.CMin))
@@ -73,6 +73,16 @@ func (d Decision) AppendExplain(dst []byte) []byte {
 	dst = append(dst, " C_min="...)
 	dst = appendBytes(dst, d.CMin)
 	dst = append(dst, '\n')
+	if d.isStaged {
+		// DecideStaged: C_min above is its lowest chunk, B_net*L/MaxP.
+		dst = append(dst, "staged    a command per chunk; scatter B_mem="...)
+		dst = appendSI(dst, d.staged.BMem, "B/s")
+		dst = append(dst, " R_copy="...)
+		dst = appendSI(dst, d.staged.RCopy, "/s")
+		dst = append(dst, " into "...)
+		dst = strconv.AppendInt(dst, d.staged.Runs, 10)
+		dst = append(dst, " runs\n"...)
+	}
 	if d.Err != nil {
 		dst = append(dst, "invalid   "...)
 		dst = append(dst, d.Err.Error()...)
@@ -114,7 +124,7 @@ func (d Decision) AppendExplain(dst []byte) []byte {
 	}
 	_, _ = tw.Write([]byte("mode\tP\tC\tK\tT_pack\tT_bulk\ttotal\n"))
 	line(d.Direct)
-	m := newModel(&d.params, d.geom)
+	m := d.model()
 	search(&m, func(c, k int64, w int, _ float64) {
 		t := m.gather(c, k, w)
 		line(t.candidate(d.CMin))

@@ -163,6 +163,11 @@ type model struct {
 	sMem    float64 // S/B_mem
 	mCopy   float64 // M/R_copy
 	front   float64 // T_plan + T_control + T_decode
+
+	// A staged READ gather (DecideStaged): the requester's scatter, per
+	// byte (1/B_mem') and for all of R runs (R/R_copy').
+	staged            bool
+	postMem, postCopy float64
 }
 
 func newModel(p *Params, g Geometry) model {
@@ -232,6 +237,9 @@ func (m *model) packWidth(c int64, workers int) int {
 // pack workers (one when a chunk is below Params.ParallelMin); c >= 1,
 // workers >= 1.
 func (m *model) gather(c, k int64, workers int) terms {
+	if m.staged {
+		return m.stagedTerms(c, k, workers)
+	}
 	pack := m.pack(m.packWidth(c, workers))
 	bulk := m.bulk(k)
 	return terms{c: c, k: k, w: workers, pack: pack, bulk: bulk, total: m.total(c, pack, bulk)}

@@ -449,6 +449,11 @@ type connState struct {
 	rateMu    sync.Mutex
 	postRate  float64
 	postRates int
+	// bandwidth is a moving average of the bytes per second of direct
+	// operations whose requests are large enough for their bytes to
+	// dominate (see observeDirect): the link as operations see it, where
+	// the connect probe (a few MiB on fresh lanes) can read half of it.
+	bandwidth float64
 
 	driver
 }
@@ -459,11 +464,36 @@ func newConnState(e *Engine, c verbs.Conn) *connState {
 	return cs
 }
 
-// observeDirect feeds the request rate of a successful direct operation of
-// n requests and b bytes that took window on the link.
+// Direct operations that feed the moving bandwidth: at least bwMinBytes
+// in requests of bwMinRequest bytes on average, whose per-request costs
+// are small beside their bytes.
+const (
+	bwMinBytes   = 1 << 20
+	bwMinRequest = 256 << 10
+	// bwMaxStep bounds how far one sample moves the bandwidth (a factor),
+	// as costmodel.MaxPackStep bounds the moving measures.
+	bwMaxStep = 4
+)
+
+// observeDirect feeds what a successful direct operation of n requests
+// and b bytes that took window on the link says: the bandwidth, when its
+// requests are large (the window is then the bytes' time), or else the
+// request rate.
 func (cs *connState) observeDirect(n int, b uint64, window time.Duration) {
 	const minRequests = 256
-	lp := cs.conn.LinkParams()
+	if n > 0 && window > 0 && b >= bwMinBytes && b/uint64(n) >= bwMinRequest {
+		bw := float64(b) / window.Seconds()
+		cs.rateMu.Lock()
+		if cs.bandwidth == 0 {
+			cs.bandwidth = bw
+		} else {
+			bw = min(max(bw, cs.bandwidth/bwMaxStep), cs.bandwidth*bwMaxStep)
+			cs.bandwidth += costmodel.DefaultAlpha * (bw - cs.bandwidth)
+		}
+		cs.rateMu.Unlock()
+		return
+	}
+	lp := cs.link()
 	if n < minRequests || window <= 0 || lp.Bandwidth <= 0 {
 		return
 	}
@@ -485,6 +515,18 @@ func (cs *connState) observeDirect(n int, b uint64, window time.Duration) {
 	}
 	cs.postRates++
 	cs.rateMu.Unlock()
+}
+
+// link returns the Conn's link parameters with the bandwidth its direct
+// operations measured in place of the probe's, once there is one.
+func (cs *connState) link() verbs.LinkParams {
+	lp := cs.conn.LinkParams()
+	cs.rateMu.Lock()
+	if cs.bandwidth > 0 {
+		lp.Bandwidth = cs.bandwidth
+	}
+	cs.rateMu.Unlock()
+	return lp
 }
 
 // observedPostRate returns the moving request rate, 0 before any sample.

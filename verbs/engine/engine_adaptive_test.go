@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
 
@@ -142,6 +143,39 @@ func TestModelFedByGathers(t *testing.T) {
 			require.Equal(t, before.PlanPerSpan, res.Decision.Params().TPlanPerSpan, "the decision used the measured plan cost")
 			require.Equal(t, before.DecodePerSpan, res.Decision.Params().TDecodePerSpan)
 		}
+	}
+}
+
+// TestDirectFeedsBandwidth: direct operations of large requests feed the
+// Conn's bandwidth, which the next decisions price bytes at instead of the
+// connect probe's. The link here claims 1 MB/s; loopback moves 2 MiB
+// direct reads far faster, and from the second operation on the decision
+// carries the measured rate. Many small requests (a request rate, not a
+// bandwidth) leave it alone.
+func TestDirectFeedsBandwidth(t *testing.T) {
+	r := verbstest.NewRand(t)
+	const claimed = 1e6
+	f := newFixture(t, r, fixtureConfig{backend: backends[1], tableBytes: tableBytes, localBytes: localBytes,
+		link: verbs.LinkParams{Bandwidth: claimed, PostRate: 1e6, RTT: 30 * time.Microsecond}})
+	small := rowsPlan(r, tableBytes, 4096, 64, 0, 0)
+	f.run(t, verbs.OpRead, small, engine.ModeDirect)
+	res := f.run(t, verbs.OpRead, small, engine.ModeAuto)
+	require.Equal(t, claimed, res.Decision.Params().BNet, "small requests say nothing about the bandwidth")
+	const n = 4
+	large := &planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: tableBytes, DstExtent: n * 512 << 10}
+	for i := range n {
+		large.Ranges = append(large.Ranges, planfmt.Range{Src: uint64(r.IntN(tableBytes - 512<<10)), Dst: uint64(i) * 512 << 10, Len: 512 << 10})
+	}
+	var seen []float64
+	for range 3 {
+		res := f.run(t, verbs.OpRead, large, engine.ModeDirect)
+		require.Equal(t, engine.ModeDirect, res.Mode)
+		auto := f.run(t, verbs.OpRead, small, engine.ModeAuto)
+		seen = append(seen, auto.Decision.Params().BNet)
+	}
+	t.Logf("B_net after each large direct read: %v", seen)
+	for _, b := range seen {
+		require.Greater(t, b, 10*claimed, "decided with the measured bandwidth")
 	}
 }
 

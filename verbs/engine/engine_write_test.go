@@ -60,7 +60,8 @@ func TestGatherWriteStagingBound(t *testing.T) {
 // scatters it. Forced gather and ModeAuto (which may pick direct on this
 // machine) both leave the right bytes, poison between the slots and in
 // the -1 rows untouched; the staging stays within P x C and nothing
-// leaks.
+// leaks. Its chunks and calls in flight are the staged model's
+// (costmodel.DecideStaged).
 func TestGatherStagedFragmentedDestination(t *testing.T) {
 	for _, be := range backends {
 		if !be.exposeRegistered {
@@ -92,6 +93,15 @@ func TestGatherStagedFragmentedDestination(t *testing.T) {
 						}
 						require.Equal(t, (uint64(res.Bytes)+c-1)/c, uint64(res.Trace.Waves))
 						bound = max(bound, pc)
+						// Shaped by the staged model: its calls in
+						// flight and its chunk (rounded down to a power
+						// of two, at least the pool's smallest lease),
+						// not the one-command pipeline's.
+						_, ok := res.Decision.Staged()
+						require.True(t, ok, "op %d: a staged READ decided by DecideStaged", i)
+						require.LessOrEqual(t, res.Trace.Slots, max(res.Decision.Gather.P, 1), "op %d", i)
+						minSlot := int64(f.reqStaging.Pool().Stats().MinSlot)
+						require.LessOrEqual(t, res.Trace.ChunkBytes, max(res.Decision.Gather.C, minSlot), "op %d", i)
 					}
 				}
 			}

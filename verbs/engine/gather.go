@@ -227,7 +227,7 @@ func (op *Operation) observeControl(st *gatherwire.Stats, d time.Duration, cmdBy
 		return
 	}
 	ctl := d - st.Handler
-	if bnet := op.cs.conn.LinkParams().Bandwidth; bnet > 0 {
+	if bnet := op.cs.link().Bandwidth; bnet > 0 {
 		ctl -= time.Duration(float64(cmdBytes) / bnet * 1e9)
 	}
 	if ctl > 0 {

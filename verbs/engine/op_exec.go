@@ -275,18 +275,24 @@ func (op *Operation) decide() {
 		// a WRITE per fragment. Staged, its chunks land whole in the
 		// engine's staging and are scattered here instead.
 		staged := !runsOK && !op.g.inline && op.stageable(info)
+		if staged {
+			// Its calls carry one chunk each through the owner's packing,
+			// the link and this side's scatter: priced, and shaped, as
+			// such (costmodel.DecideStaged).
+			op.dec = costmodel.DecideStaged(op.stagedParams(p), g, costmodel.Staged{
+				BMem: op.e.local.BMem, RCopy: op.e.local.RCopy, Runs: int64(op.geom.Runs)})
+			cand = op.dec.Gather
+		}
 		switch {
 		case want == ModeGather || want == ModeHybrid:
 			op.mode = ModeGather
 			op.g.staged = staged
-		case op.dec.Mode == ModeGather && runsOK:
-			op.mode = ModeGather
+		case op.dec.Mode == ModeGather && (runsOK || staged):
+			op.mode, op.g.staged = ModeGather, staged
 		case op.g.inline && runsOK && float64(inlineTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
 			// The model's T_gather counts a bulk round trip an inline
 			// reply does not pay: price the inline path on its own.
 			op.mode = ModeGather
-		case staged && float64(op.stagedTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
-			op.mode, op.g.staged = ModeGather, true
 		}
 	}
 	if op.chosen == ModeAuto {
@@ -313,17 +319,16 @@ func (op *Operation) stageable(info *OwnerInfo) bool {
 		info.Covers(st.Region().Key(), verbs.AccessRemoteWrite, uint64(st.Region().Len()))
 }
 
-// stagedTime predicts a staged READ gather: the model's gather, its
-// chunks each one bulk WRITE (a contiguous run per chunk), and the
-// engine's scatter of the payload into its N fragments at the local copy
-// rate, which overlaps the chunks still in flight: the longer of the two
-// pipelines, plus one chunk's scatter at the end.
-func (op *Operation) stagedTime(p costmodel.Params, g costmodel.Geometry) time.Duration {
-	loc := p
-	loc.BMem, loc.RCopy = op.e.local.BMem, op.e.local.RCopy
-	scatter := costmodel.TPack(loc, g, 1)
-	k := max(int64(1), g.S/max(op.dec.Gather.C, 1))
-	return max(op.dec.Gather.Total, scatter) + scatter/time.Duration(k)
+// stagedParams bounds a staged READ's candidates by the engine's staging
+// too: its chunks are leases of the engine's pool (a class each, so a
+// lease of C is exactly C), P of them within the pool's budget.
+func (op *Operation) stagedParams(p costmodel.Params) costmodel.Params {
+	ps := op.e.cfg.Staging.Pool().Stats()
+	p.StagingBudget = min(p.StagingBudget, int64(ps.Budget))
+	if p.MaxChunk == 0 || int64(ps.MaxSlot) < p.MaxChunk {
+		p.MaxChunk = int64(ps.MaxSlot)
+	}
+	return p
 }
 
 // inlineTime predicts a READ gather answered inline: the gather front
@@ -390,7 +395,7 @@ func (op *Operation) params(info *OwnerInfo) costmodel.Params {
 // packing figures and the direct rate observed on the Conn.
 func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 	cfg := &op.e.cfg
-	lp := op.cs.conn.LinkParams()
+	lp := op.cs.link()
 	p := costmodel.Params{
 		BNet: lp.Bandwidth, RPost: lp.PostRate, Q: max(lp.QueueDepth, 1), L: lp.RTT,
 		RequestsOverlap: lp.RequestsOverlap,
@@ -499,6 +504,12 @@ func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 	// the link instead of waiting on each chunk's completion.
 	k := (s + c - 1) / c
 	slots := max(int64(cand.P), int64(info.MaxSlots))
+	if op.g.staged {
+		// A staged READ's slots are its calls in flight, which the model
+		// chose with its chunk: more would start more chunks packing at
+		// once, and delay the first to land.
+		slots = int64(max(cand.P, 1))
+	}
 	slots = min(slots, budget/c, k)
 	op.g.chunk, op.g.slots = c, int(max(slots, 1))
 	op.trace.ChunkBytes, op.trace.Slots = op.g.chunk, op.g.slots
