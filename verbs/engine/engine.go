@@ -454,6 +454,11 @@ type connState struct {
 	// dominate (see observeDirect): the link as operations see it, where
 	// the connect probe (a few MiB on fresh lanes) can read half of it.
 	bandwidth float64
+	// stagedFixed is a moving average of a staged READ call's time beyond
+	// what the staged model prices in it (the round trip, the owner's
+	// packing, the chunk's bytes at the link's rate), seconds: its
+	// T_chunk_fixed (costmodel.DecideStaged).
+	stagedFixed float64
 
 	driver
 }
@@ -515,6 +520,39 @@ func (cs *connState) observeDirect(n int, b uint64, window time.Duration) {
 	}
 	cs.postRates++
 	cs.rateMu.Unlock()
+}
+
+// observeStagedCall feeds the per-call cost of a staged READ: call d, the
+// owner's figures st, n bytes. The Conn's first gathers (warming both
+// sides up) are not fed.
+func (cs *connState) observeStagedCall(d time.Duration, st *gatherwire.Stats, n int) {
+	if cs.gathers.Load() < 2 {
+		return
+	}
+	lp := cs.link()
+	x := d.Seconds() - lp.RTT.Seconds() - st.Pack.Seconds()
+	if lp.Bandwidth > 0 {
+		x -= float64(n) / lp.Bandwidth
+	}
+	if x <= 0 {
+		return
+	}
+	cs.rateMu.Lock()
+	if cs.stagedFixed == 0 {
+		cs.stagedFixed = x
+	} else {
+		x = min(max(x, cs.stagedFixed/bwMaxStep), cs.stagedFixed*bwMaxStep)
+		cs.stagedFixed += costmodel.DefaultAlpha * (x - cs.stagedFixed)
+	}
+	cs.rateMu.Unlock()
+}
+
+// stagedCallFixed returns the measured per-call cost of staged READs, 0
+// before any sample.
+func (cs *connState) stagedCallFixed() time.Duration {
+	cs.rateMu.Lock()
+	defer cs.rateMu.Unlock()
+	return time.Duration(cs.stagedFixed * 1e9)
 }
 
 // link returns the Conn's link parameters with the bandwidth its direct

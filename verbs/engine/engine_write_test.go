@@ -3,6 +3,7 @@ package engine_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -166,4 +167,28 @@ func TestGatherChunkedRead(t *testing.T) {
 			require.Zero(t, f.ownerStaging.Pool().Stats().InUse, "owner staging still leased")
 		})
 	}
+}
+
+// TestStagedCallCostMeasured: a staged READ's calls feed the Conn's
+// per-call cost beyond their round trip, packing and bytes, which the next
+// staged decisions price as T_chunk_fixed in place of the configured one.
+func TestStagedCallCostMeasured(t *testing.T) {
+	be := backends[1]
+	r := verbstest.NewRand(t)
+	f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes, reqStaging: true, lanes: 2})
+	p := fragmentedPlan(r, tableBytes, 6000, 200, 56)
+	var first, last time.Duration
+	for i := range 5 {
+		res := f.run(t, verbs.OpRead, p, engine.ModeGather)
+		require.True(t, res.Trace.Staged, "op %d not staged", i)
+		_, ok := res.Decision.Staged()
+		require.True(t, ok)
+		if i == 0 {
+			first = res.Decision.Params().TChunkFixed
+		}
+		last = res.Decision.Params().TChunkFixed
+	}
+	require.Equal(t, 10*time.Microsecond, first, "nothing measured before the first staged calls: the default")
+	require.Positive(t, last)
+	require.NotEqual(t, first, last, "the measured per-call cost replaced the configured one")
 }

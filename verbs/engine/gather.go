@@ -405,6 +405,9 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 			op.trace.Scatter += w.scatter
 			op.mu.Unlock()
 			op.observeControl(&w.st, w.d, len(w.cmd))
+			if op.g.staged {
+				op.cs.observeStagedCall(w.d, &w.st, w.n)
+			}
 		}
 	}
 	op.g.wfree = free[:0]

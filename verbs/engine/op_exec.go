@@ -320,11 +320,18 @@ func (op *Operation) stageable(info *OwnerInfo) bool {
 }
 
 // stagedParams bounds a staged READ's candidates by the engine's staging
-// too: its chunks are leases of the engine's pool (a class each, so a
-// lease of C is exactly C), P of them within the pool's budget.
+// too (its chunks are leases of the engine's pool, a class each, so a
+// lease of C is exactly C, P of them within the pool's budget) and prices
+// a call's fixed cost as the Conn's staged calls measured it.
 func (op *Operation) stagedParams(p costmodel.Params) costmodel.Params {
 	ps := op.e.cfg.Staging.Pool().Stats()
 	p.StagingBudget = min(p.StagingBudget, int64(ps.Budget))
+	// A call's cost beyond its round trip, packing and bytes, as the
+	// Conn's staged calls measured it (the owner's handling of a command,
+	// its WRITE riding one lane, the reply): its T_chunk_fixed.
+	if f := op.cs.stagedCallFixed(); f > 0 {
+		p.TChunkFixed = f
+	}
 	if p.MaxChunk == 0 || int64(ps.MaxSlot) < p.MaxChunk {
 		p.MaxChunk = int64(ps.MaxSlot)
 	}
