@@ -213,6 +213,11 @@ type Context struct {
 	hs     map[uint64]*Table
 	nextH  uint64
 	host   [8]byte // status read-back (Status serializes on mu)
+	// hostBad is the smallest flat index of a bad id a CPU-staged lookup
+	// met since the last Status, or -1.
+	hostBad int64
+
+	stg stager // CPU-staged lookups (staged.go)
 }
 
 // cstream reinterprets a Stream handle as the driver's CUstream.
@@ -236,7 +241,7 @@ func cuErr(call string, err error) error {
 // module and allocates the status word, on a dedicated locked OS thread
 // that also releases them at Close.
 func NewContext(ordinal int) (*Context, error) {
-	c := &Context{worker: make(chan func()), fns: map[string]C.CUfunction{}, occ: map[string]int{}}
+	c := &Context{worker: make(chan func()), fns: map[string]C.CUfunction{}, occ: map[string]int{}, hostBad: -1}
 	errc := make(chan error, 1)
 	go c.run(ordinal, errc)
 	if err := <-errc; err != nil {
@@ -390,13 +395,16 @@ func (c *Context) Close() error {
 	}
 	c.closed = true
 	err := c.onThread(func() error {
+		c.stg.mu.Lock()
+		es := c.freeStager()
+		c.stg.mu.Unlock()
 		e1 := cuErr("cuMemFree", cu.MemFree(cu.DevicePtr(c.status)))
 		var e0 error
 		if c.pool != nil {
 			e0 = driverErr("cuMemPoolDestroy", C.sk_pool_destroy(c.ctx, c.pool))
 		}
 		e2 := cuErr("cuDevicePrimaryCtxRelease", c.dev.ReleasePrimaryCtx())
-		return errors.Join(e0, e1, e2)
+		return errors.Join(es, e0, e1, e2)
 	})
 	close(c.worker)
 	return err
@@ -650,6 +658,15 @@ func (c *Context) Lookup(s Stream, r *Request) error {
 	if p.n == 0 {
 		return nil
 	}
+	if p.allHost {
+		path, err := c.hostPath(s, r, p.n)
+		if err != nil {
+			return err
+		}
+		if path == HostStaged {
+			return c.lookupStaged(s, r, p)
+		}
+	}
 	return c.enqueue(s, r, p)
 }
 
@@ -751,16 +768,24 @@ func (c *Context) Status(s Stream, k int) error {
 		return driverErr("cuStreamSynchronize", r)
 	}
 	v := *(*uint64)(unsafe.Pointer(&c.host[0]))
-	if v == 0 {
+	// CPU-staged lookups check their ids on the host: the first bad id
+	// of either record.
+	i := c.hostBad
+	c.hostBad = -1
+	if v == 0 && i < 0 {
 		return nil
 	}
-	if r := C.sk_memset_async(c.ctx, C.CUdeviceptr(c.status), 0, 8, cs); r != C.CUDA_SUCCESS {
-		return driverErr("cuMemsetD8Async", r)
+	if v != 0 {
+		if r := C.sk_memset_async(c.ctx, C.CUdeviceptr(c.status), 0, 8, cs); r != C.CUDA_SUCCESS {
+			return driverErr("cuMemsetD8Async", r)
+		}
+		if r := C.sk_sync(c.ctx, cs); r != C.CUDA_SUCCESS {
+			return driverErr("cuStreamSynchronize", r)
+		}
+		if d := statusIndex(v); i < 0 || d < i {
+			i = d
+		}
 	}
-	if r := C.sk_sync(c.ctx, cs); r != C.CUDA_SUCCESS {
-		return driverErr("cuStreamSynchronize", r)
-	}
-	i := statusIndex(v)
 	if k < 1 {
 		k = 1
 	}

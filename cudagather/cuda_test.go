@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1014,4 +1015,609 @@ func BenchmarkOrdered(b *testing.B) {
 	defer dt.Close()
 	run("device", dt, 98304, 200)
 	run("device", dt, 43690*24, 40)
+}
+
+// TestFlatKernels runs every flat kernel (sk_wf8_*) that fits each row
+// size, forced in place of pickKernel's choice, over device and host
+// tables, ordered and not, int32 and int64 ids, token-major, head-major and
+// padded outputs, -1 ids and one bad id, against the CPU lookup on a
+// poisoned output: the bad id's row and the -1 rows stay poisoned, and
+// Status names the bad id's position.
+func TestFlatKernels(t *testing.T) {
+	r := newRand(t)
+	s, err := testCtx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	for _, R := range []int{32, 72, 136, 200, 264, 520, 1032, 4096} {
+		for _, host := range []bool{false, true} {
+			rows := int64(max(3000, (2<<20)/R))
+			a := mapRows(t, r, int(rows)*R)
+			var ta *Table
+			if host {
+				ta, err = testCtx.RegisterHost(a, rows, R)
+			} else {
+				ta, err = testCtx.Upload(a, rows, R)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range flatWords {
+				kc, ok := flatKernel(int64(R), u)
+				if !ok {
+					continue
+				}
+				for _, c := range orderCases(host) {
+					setOrderMin(t, c.min)
+					for _, id64 := range []bool{false, true} {
+						for _, layout := range []string{"token", "head", "padded"} {
+							name := fmt.Sprintf("R=%d/host=%v/%s/ordered=%v/id64=%v/%s", R, host, kc.name, c.ordered, id64, layout)
+							const T, K = 53, 5
+							offsets := []int64{0, 11, 0, 5, 2}
+							ids := make([]int64, T*K)
+							refIDs := make([]int64, T*K)
+							for i := range ids {
+								ids[i] = offsets[i%K] + r.Int64N(rows)
+								if r.IntN(7) == 0 {
+									ids[i] = -1
+								}
+								refIDs[i] = ids[i]
+							}
+							bad := 3 + r.IntN(T*K-3)
+							ids[bad], refIDs[bad] = offsets[bad%K]+rows+int64(r.IntN(5)), -1
+							for i := range bad {
+								if ids[i] != -1 && ids[i]-offsets[i%K] >= rows {
+									t.Fatal("only one bad id")
+								}
+							}
+							req := &Request{Tables: slices.Repeat([]*Table{ta}, K), IDs: devBytes(t, idBytes(ids, id64)), IDs64: id64, T: T, K: K, Offsets: offsets}
+							switch layout {
+							case "token":
+								req.TokenMajor(R)
+							case "head":
+								req.HeadMajor(R)
+							default:
+								req.TokenMajor(R)
+								req.TStride += 40
+								req.Off = 24
+							}
+							size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
+							poison := bytes.Repeat([]byte{0xA7}, int(size))
+							req.Out, req.OutBytes = devBytes(t, poison), size
+							var p plan
+							if err := req.check(&p, testCtx.status, testCtx.sms); err != nil {
+								t.Fatalf("%s: %v", name, err)
+							}
+							if p.ordered != c.ordered {
+								t.Fatalf("%s: plan ordered %v", name, p.ordered)
+							}
+							p.kernel = kc
+							if err := testCtx.enqueue(s, req, &p); err != nil {
+								t.Fatalf("%s: %v", name, err)
+							}
+							var ide *IDError
+							if err := testCtx.Status(s, K); !errors.As(err, &ide) || ide.T != bad/K || ide.K != bad%K {
+								t.Fatalf("%s: status %v, want the bad id at token %d column %d", name, err, bad/K, bad%K)
+							}
+							got := make([]byte, size)
+							if err := testCtx.CopyOut(got, req.Out); err != nil {
+								t.Fatal(err)
+							}
+							want := bytes.Clone(poison)
+							ref(want, slices.Repeat([][]byte{a}, K), R, refIDs, T, K, req.Off, req.TStride, req.KStride, offsets)
+							if !bytes.Equal(got, want) {
+								t.Fatalf("%s: output differs from the CPU lookup", name)
+							}
+						}
+					}
+				}
+			}
+			if err := ta.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkRowKernels sets, for device tables of row sizes that are not
+// powers of two, pickKernel's choice beside every flat kernel that fits,
+// each against the same-size device copy timed the same way, over four id
+// sets in turn (no run finds the last one's rows in L2). Every variant's
+// rows are checked against the CPU lookup first. Lines "rowkernel ...".
+func BenchmarkRowKernels(b *testing.B) {
+	r := newRand(b)
+	s, err := testCtx.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	src := mapRows(b, r, 2<<30)
+	for _, R := range []int{64, 136, 200, 264, 520, 1024} {
+		rows := int64(len(src) / R)
+		tab, err := testCtx.Upload(src[:rows*int64(R)], rows, R)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{98304, 1 << 20} {
+			const K = 24
+			T := n / K
+			ids := make([]int64, T*K)
+			for i := range ids {
+				ids[i] = r.Int64N(rows)
+			}
+			n = T * K
+			idSets := append([]DevPtr{devBytes(b, idBytes(ids, true))}, randomIDSets(b, r, 3, n, rows)...)
+			out, _ := testCtx.Alloc(int64(n * R))
+			req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: idSets[0], IDs64: true, T: T, K: K, Out: out, OutBytes: int64(n * R)}
+			req.TokenMajor(R)
+			want := make([]byte, n*R)
+			ref(want, slices.Repeat([][]byte{src}, K), R, ids, T, K, 0, int64(K*R), int64(R), nil)
+			cp, _ := testCtx.Alloc(int64(n * R))
+			same := timePer(b, s, 100, func() error { return testCtx.CopyDevice(cp, out, int64(n*R), s) })
+			testCtx.Free(cp)
+			var base plan
+			if err := req.check(&base, testCtx.status, testCtx.sms); err != nil {
+				b.Fatal(err)
+			}
+			variants := []kernelChoice{base.kernel}
+			for _, u := range flatWords {
+				if kc, ok := flatKernel(int64(R), u); ok && kc.name != base.kernel.name {
+					variants = append(variants, kc)
+				}
+			}
+			for i, v := range variants {
+				p := base
+				p.kernel = v
+				if err := testCtx.Memset(out, 0x77, int64(n*R), s); err != nil {
+					b.Fatal(err)
+				}
+				if err := testCtx.enqueue(s, req, &p); err != nil {
+					b.Fatal(err)
+				}
+				got := make([]byte, n*R)
+				if err := testCtx.Sync(s); err != nil {
+					b.Fatal(err)
+				}
+				if err := testCtx.CopyOut(got, out); err != nil {
+					b.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					b.Fatalf("R=%d N=%d %s: wrong rows", R, n, v.name)
+				}
+				var ps [4]plan
+				for j := range ps {
+					ps[j] = p
+					binary.LittleEndian.PutUint64(ps[j].args[0:], uint64(idSets[j]))
+				}
+				turn := 0
+				per := timePer(b, s, 100, func() error {
+					turn++
+					return testCtx.enqueue(s, req, &ps[turn%4])
+				})
+				mark := " "
+				if i == 0 {
+					mark = "*"
+				}
+				b.Logf("rowkernel R=%d N=%d %s%-22s %8.2f us  same-size copy %8.2f us  ratio %.3f", R, n, mark, v.name,
+					per.Seconds()*1e6, same.Seconds()*1e6, same.Seconds()/per.Seconds())
+			}
+			testCtx.Free(out)
+		}
+		tab.Close()
+	}
+}
+
+// TestStagedLookup: the CPU-staged path (HostStaged) over two host tables
+// with offsets, -1 ids and one bad id, int32 and int64 ids, token-major,
+// head-major and padded outputs, lookups of one chunk and of several (the
+// pinned slots reused), against the CPU lookup on a poisoned output; the
+// bad id's row and the -1 rows stay poisoned and Status names the bad id
+// (the smallest of the staged one and a zero-copy one met before it); a
+// strict staged lookup with a bad id writes nothing. HostAuto gives the
+// same bytes whichever path it takes, and a device table ignores Host.
+func TestStagedLookup(t *testing.T) {
+	r := newRand(t)
+	s, err := testCtx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	for _, R := range []int{64, 200, 264, 1000} {
+		rows := int64(max(5000, (8<<20)/R))
+		a, b := mapRows(t, r, int(rows)*R), mapRows(t, r, int(rows)*R)
+		ta, err := testCtx.RegisterHost(a, rows, R)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := testCtx.RegisterHost(b, rows, R)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, T := range []int{7, 9000} { // one chunk; several (T*K*R > 3 x 2 MiB for R >= 200)
+			for _, id64 := range []bool{false, true} {
+				for _, layout := range []string{"token", "head", "padded"} {
+					for _, path := range []HostPath{HostStaged, HostAuto} {
+						const K = 3
+						name := fmt.Sprintf("R=%d/T=%d/id64=%v/%s/%s", R, T, id64, layout, path)
+						tabs := []*Table{ta, tb, ta}
+						src := [][]byte{a, b, a}
+						offsets := []int64{0, 40, 9}
+						n := T * K
+						ids, refIDs := make([]int64, n), make([]int64, n)
+						for i := range ids {
+							ids[i] = offsets[i%K] + r.Int64N(rows)
+							if r.IntN(11) == 0 {
+								ids[i] = -1
+							}
+							refIDs[i] = ids[i]
+						}
+						bad := n/2 + r.IntN(n-n/2)
+						ids[bad], refIDs[bad] = offsets[bad%K]-1-int64(r.IntN(3)), -1
+						if offsets[bad%K] == 0 {
+							ids[bad] = rows + int64(r.IntN(3))
+						}
+						req := &Request{Tables: tabs, IDs: devBytes(t, idBytes(ids, id64)), IDs64: id64, T: T, K: K, Offsets: offsets, Host: path}
+						switch layout {
+						case "token":
+							req.TokenMajor(R)
+						case "head":
+							req.HeadMajor(R)
+						default:
+							req.TokenMajor(R)
+							req.TStride += 40
+							req.Off = 24
+						}
+						size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
+						poison := bytes.Repeat([]byte{0xA7}, int(size))
+						req.Out, req.OutBytes = devBytes(t, poison), size
+						if err := testCtx.Lookup(s, req); err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						var ide *IDError
+						if err := testCtx.Status(s, K); !errors.As(err, &ide) || ide.T*K+ide.K != bad {
+							t.Fatalf("%s: status %v, want the bad id at flat %d", name, err, bad)
+						}
+						got := make([]byte, size)
+						if err := testCtx.CopyOut(got, req.Out); err != nil {
+							t.Fatal(err)
+						}
+						want := bytes.Clone(poison)
+						ref(want, src, R, refIDs, T, K, req.Off, req.TStride, req.KStride, offsets)
+						if !bytes.Equal(got, want) {
+							t.Fatalf("%s: output differs from the CPU lookup", name)
+						}
+					}
+				}
+			}
+		}
+		// Strict: nothing written; Status names the smaller of a
+		// zero-copy lookup's bad id (flat 5) and this one's (flat 2).
+		const T, K = 4, 3
+		ids := []int64{1, 2, -1, 4, 5, rows + 1, 7, 8, 9, 10, 11, 12}
+		zreq := &Request{Tables: []*Table{ta, ta, ta}, IDs: devBytes(t, idBytes(ids, false)), T: T, K: K, Host: HostZeroCopy}
+		zreq.TokenMajor(R)
+		zreq.Out, zreq.OutBytes = devBytes(t, make([]byte, T*K*R)), int64(T*K*R)
+		if err := testCtx.Lookup(s, zreq); err != nil {
+			t.Fatal(err)
+		}
+		ids[5], ids[2] = 6, rows+7
+		poison := bytes.Repeat([]byte{0x5C}, T*K*R)
+		sreq := *zreq
+		sreq.IDs, sreq.Out, sreq.Host, sreq.Strict = devBytes(t, idBytes(ids, false)), devBytes(t, poison), HostStaged, true
+		if err := testCtx.Lookup(s, &sreq); err != nil {
+			t.Fatal(err)
+		}
+		var ide *IDError
+		if err := testCtx.Status(s, K); !errors.As(err, &ide) || ide.T != 0 || ide.K != 2 {
+			t.Fatalf("R=%d strict: status %v, want [0,2]", R, err)
+		}
+		if err := testCtx.Status(s, K); err != nil {
+			t.Fatalf("R=%d: Status did not clear: %v", R, err)
+		}
+		got := make([]byte, T*K*R)
+		if err := testCtx.CopyOut(got, sreq.Out); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, poison) {
+			t.Fatalf("R=%d: a strict staged lookup with a bad id wrote rows", R)
+		}
+		if cal, ok := ta.Calibration(); ok {
+			z, st := cal.Predict(98304)
+			t.Logf("R=%d calibration %+v: 98,304 rows zero-copy %v, staged %v", R, cal, z, st)
+		}
+		for _, tab := range []*Table{ta, tb} {
+			if err := tab.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A device table ignores Host.
+	const R, rows = 200, 4000
+	src := mapRows(t, r, rows*R)
+	dt, err := testCtx.Upload(src, rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dt.Close()
+	ids := []int64{3, 1, 4, 1, 5, 9}
+	req := &Request{Tables: []*Table{dt, dt}, IDs: devBytes(t, idBytes(ids, true)), IDs64: true, T: 3, K: 2, Host: HostStaged}
+	req.TokenMajor(R)
+	req.Out, req.OutBytes = devBytes(t, make([]byte, 6*R)), 6*R
+	if err := testCtx.Lookup(s, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := testCtx.Status(s, 2); err != nil {
+		t.Fatal(err)
+	}
+	got, want := make([]byte, 6*R), make([]byte, 6*R)
+	ref(want, [][]byte{src, src}, R, ids, 3, 2, 0, 2*R, R, nil)
+	if err := testCtx.CopyOut(got, req.Out); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("device table with Host set: %v, equal %v", err, bytes.Equal(got, want))
+	}
+	if _, err := testCtx.CalibrateHost(dt); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("CalibrateHost of a device table: %v", err)
+	}
+	bad := *req
+	bad.Host = 9
+	if err := testCtx.Lookup(s, &bad); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown Host: %v", err)
+	}
+}
+
+// TestStagedCapture: a staged lookup cannot be captured (ErrStagedCapture,
+// and the capture still ends cleanly); HostAuto captures the zero-copy
+// path, whose replays gather the ids of replay time.
+func TestStagedCapture(t *testing.T) {
+	r := newRand(t)
+	const R, rows, T, K = 264, 50000, 64, 4
+	src := mapRows(t, r, rows*R)
+	ht, err := testCtx.RegisterHost(src, rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ht.Close()
+	if _, err := testCtx.CalibrateHost(ht); err != nil {
+		t.Fatal(err)
+	}
+	s, err := testCtx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	if err := testCtx.Warmup(s); err != nil {
+		t.Fatal(err)
+	}
+	idBuf := devBytes(t, make([]byte, 4*T*K))
+	out := devBytes(t, make([]byte, T*K*R))
+	req := &Request{Tables: slices.Repeat([]*Table{ht}, K), IDs: idBuf, T: T, K: K, Out: out, OutBytes: T * K * R, Host: HostStaged}
+	req.TokenMajor(R)
+	g, err := testCtx.Capture(s, func() error { return testCtx.Lookup(s, req) })
+	if !errors.Is(err, ErrStagedCapture) {
+		t.Fatalf("capturing a staged lookup: %v", err)
+	}
+	if g != nil {
+		g.Close()
+	}
+	req.Host = HostAuto
+	g, err = testCtx.Capture(s, func() error { return testCtx.Lookup(s, req) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for round := range 3 {
+		ids := make([]int64, T*K)
+		for i := range ids {
+			ids[i] = r.Int64N(rows)
+		}
+		if err := testCtx.CopyIn(idBuf, idBytes(ids, false)); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Launch(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := testCtx.Sync(s); err != nil {
+			t.Fatal(err)
+		}
+		got, want := make([]byte, T*K*R), make([]byte, T*K*R)
+		if err := testCtx.CopyOut(got, out); err != nil {
+			t.Fatal(err)
+		}
+		ref(want, slices.Repeat([][]byte{src}, K), R, ids, T, K, 0, K*R, R, nil)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("replay %d: wrong rows", round)
+		}
+	}
+}
+
+// hostTableGiB is the size of BenchmarkHostTables' host memory:
+// $CUDAGATHER_HOST_GIB, else 32 GiB on a machine with at least 96 GiB of
+// memory and 4 GiB elsewhere.
+func hostTableGiB() int64 {
+	if v := os.Getenv("CUDAGATHER_HOST_GIB"); v != "" {
+		var g int64
+		if _, err := fmt.Sscan(v, &g); err == nil && g > 0 {
+			return g
+		}
+	}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil && uint64(si.Totalram)*uint64(si.Unit) >= 96<<30 {
+		return 32
+	}
+	return 4
+}
+
+// fillSeeded fills b with bytes from seed (splitmix64 over 8-byte words),
+// on every core: a table of tens of GiB built where it is used, not
+// carried.
+func fillSeeded(b []byte, seed uint64) {
+	w := runtime.GOMAXPROCS(0)
+	per := (len(b)/8 + w - 1) / w * 8
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(b); lo += per {
+		hi := min(lo+per, len(b))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := seed + uint64(lo)*0x9e3779b97f4a7c15
+			for i := lo; i+8 <= hi; i += 8 {
+				x += 0x9e3779b97f4a7c15
+				z := x
+				z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+				z = (z ^ z>>27) * 0x94d049bb133111eb
+				binary.LittleEndian.PutUint64(b[i:], z^z>>31)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkHostTables: lookups from host tables of production size (two
+// tables of half of hostTableGiB each, K=24 columns alternating between
+// them with offsets, 3% of ids -1), R in {64, 136, 200, 264, 520, 1024}, N
+// in {192 (T=8), 4,096, 98,304, 196,608}, on each path (zero-copy, staged,
+// auto after calibration), against the host-to-device copy ceiling of the
+// same run. The rows of every path are checked against the CPU lookup.
+// Lines "hosttable ..." and JSON lines (workload cuda-hosttable/...).
+func BenchmarkHostTables(b *testing.B) {
+	gib := hostTableGiB()
+	size := gib << 30
+	t0 := time.Now()
+	buf, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
+	fillSeeded(buf, 0x5eed)
+	thp, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	b.Logf("hosttable memory: %d GiB built in %v (THP %s)", gib, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(string(thp)))
+	s, err := testCtx.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	// The ceiling: 1 GiB pinned host to device.
+	pin := mapRows(b, newRand(b), 1<<30)
+	pt, err := testCtx.RegisterHost(pin, 1<<30, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dbuf, _ := testCtx.Alloc(1 << 30)
+	h2d := timePer(b, 0, 3, func() error { return testCtx.CopyIn(dbuf, pin) })
+	testCtx.Free(dbuf)
+	pt.Close()
+	h2dGBs := float64(1<<30) / h2d.Seconds() / 1e9
+	b.Logf("hosttable ceiling: h2d %.1f GB/s", h2dGBs)
+	jsonLine(map[string]any{"workload": "ceiling/h2d-copy-hosttable", "for": "cuda", "transport": "cuda", "goodput_gbps": h2dGBs * 8})
+	r := newRand(b)
+	half := size / 2
+	const K = 24
+	for _, R := range []int{64, 136, 200, 264, 520, 1024} {
+		rows := half / int64(R)
+		t1 := time.Now()
+		ta, err := testCtx.RegisterHost(buf[:rows*int64(R)], rows, R)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tb, err := testCtx.RegisterHost(buf[half:half+rows*int64(R)], rows, R)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reg := time.Since(t1)
+		t2 := time.Now()
+		cal, err := testCtx.CalibrateHost(ta)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := testCtx.CalibrateHost(tb); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("hosttable R=%d: 2 x %d GiB registered in %v, calibrated in %v: %+v", R, half>>30, reg.Round(time.Millisecond), time.Since(t2).Round(time.Millisecond), cal)
+		tabs := make([]*Table, K)
+		srcs := make([][]byte, K)
+		offsets := make([]int64, K)
+		for k := range K {
+			tabs[k], srcs[k] = ta, buf[:rows*int64(R)]
+			if k%2 == 1 {
+				tabs[k], srcs[k] = tb, buf[half:half+rows*int64(R)]
+			}
+			offsets[k] = int64(k) * 1000
+		}
+		for _, n := range []int{192, 4096, 98304, 196608} {
+			T := n / K
+			var idSets [4]DevPtr
+			var ids0 []int64
+			for j := range idSets {
+				ids := make([]int64, T*K)
+				for i := range ids {
+					ids[i] = offsets[i%K] + r.Int64N(rows)
+					if r.IntN(100) < 3 {
+						ids[i] = -1
+					}
+				}
+				if j == 0 {
+					ids0 = ids
+				}
+				idSets[j] = devBytes(b, idBytes(ids, true))
+			}
+			out, _ := testCtx.Alloc(int64(n * R))
+			want := make([]byte, n*R)
+			ref(want, srcs, R, ids0, T, K, 0, int64(K*R), int64(R), offsets)
+			for _, path := range []HostPath{HostZeroCopy, HostStaged, HostAuto} {
+				req := &Request{Tables: tabs, IDs: idSets[0], IDs64: true, T: T, K: K, Offsets: offsets, Out: out, OutBytes: int64(n * R), Host: path}
+				req.TokenMajor(R)
+				// -1 rows keep what the output held: the expected bytes.
+				if err := testCtx.CopyIn(out, want); err != nil {
+					b.Fatal(err)
+				}
+				if err := testCtx.Lookup(s, req); err != nil {
+					b.Fatal(err)
+				}
+				got := make([]byte, n*R)
+				if err := testCtx.Status(s, K); err != nil {
+					b.Fatal(err)
+				}
+				if err := testCtx.Memset(out, 0, int64(n*R), s); err != nil {
+					b.Fatal(err)
+				}
+				if err := testCtx.Lookup(s, req); err != nil {
+					b.Fatal(err)
+				}
+				if err := testCtx.Sync(s); err != nil {
+					b.Fatal(err)
+				}
+				if err := testCtx.CopyOut(got, out); err != nil {
+					b.Fatal(err)
+				}
+				for i, id := range ids0 {
+					if id == -1 {
+						copy(got[i*R:(i+1)*R], want[i*R:(i+1)*R]) // left untouched: zero here
+					}
+				}
+				if !bytes.Equal(got, want) {
+					b.Fatalf("hosttable R=%d N=%d %s: wrong rows", R, n, path)
+				}
+				turn := 0
+				reps := max(5, min(200, (64<<20)/(n*R)))
+				per := timePer(b, s, reps, func() error {
+					turn++
+					req.IDs = idSets[turn%4]
+					return testCtx.Lookup(s, req)
+				})
+				gbs := float64(n*R) / per.Seconds() / 1e9
+				line := map[string]any{"workload": fmt.Sprintf("cuda-hosttable/R=%d/N=%d/%s", R, n, path), "transport": "cuda", "mode": path.String(),
+					"fragments": n, "payload_bytes": n * R, "table_bytes": size, "p50_ms": per.Seconds() * 1e3, "goodput_gbps": gbs * 8, "ratio": gbs / h2dGBs}
+				if path == HostAuto {
+					z, st := cal.Predict(int64(n))
+					line["predicted_zero_copy_ms"], line["predicted_staged_ms"] = z.Seconds()*1e3, st.Seconds()*1e3
+				}
+				jsonLine(line)
+				b.Logf("hosttable R=%d N=%d %-9s %9.1f us  %6.1f GB/s  %.3f of h2d", R, n, path, per.Seconds()*1e6, gbs, gbs/h2dGBs)
+			}
+			testCtx.Free(out)
+		}
+		ta.Close()
+		tb.Close()
+	}
 }

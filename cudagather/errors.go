@@ -20,6 +20,11 @@ var (
 	// ErrBadID is wrapped by an *IDError: an id was neither -1 nor a row
 	// of its column's table.
 	ErrBadID = errors.New("cudagather: id out of range")
+	// ErrStagedCapture is returned by a lookup that asks for HostStaged on
+	// a stream being captured into a graph: the staged path reads the ids
+	// back and gathers on the CPU, which a graph cannot replay. HostAuto
+	// (or HostZeroCopy) captures the zero-copy path instead.
+	ErrStagedCapture = errors.New("cudagather: a CPU-staged lookup cannot be captured into a graph; use HostZeroCopy or HostAuto")
 	// ErrDriver wraps a failed CUDA driver call (*DriverError).
 	ErrDriver = errors.New("cudagather: CUDA driver call failed")
 )

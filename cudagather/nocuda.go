@@ -61,6 +61,17 @@ func (c *Context) Upload(rows []byte, numRows int64, rowBytes int) (*Table, erro
 // Close returns ErrNotSupported.
 func (t *Table) Close() error { return ErrNotSupported }
 
+// Calibration reports no calibration.
+func (t *Table) Calibration() (HostCalibration, bool) { return HostCalibration{}, false }
+
+// CalibrateHost returns ErrNotSupported.
+func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
+	return HostCalibration{}, ErrNotSupported
+}
+
+// StagedWorkers returns ErrNotSupported.
+func (c *Context) StagedWorkers(n int) error { return ErrNotSupported }
+
 // Lookup returns ErrNotSupported.
 func (c *Context) Lookup(s Stream, r *Request) error { return ErrNotSupported }
 

@@ -41,6 +41,47 @@ type Request struct {
 	// Strict runs a validation pass first: with a bad id nothing is
 	// written (one more launch).
 	Strict bool
+	// Host chooses how a lookup whose tables are all host tables moves
+	// its rows (see HostPath); it is ignored when a table is in device
+	// memory. The zero value lets the context choose.
+	Host HostPath
+}
+
+// HostPath is how a lookup from host tables moves its rows across PCIe.
+type HostPath uint8
+
+const (
+	// HostAuto lets the context choose from its calibration of this
+	// machine and of the tables (Context.CalibrateHost): the CPU-staged
+	// path when it is predicted faster, else zero-copy. A lookup on a
+	// stream that is being captured always runs zero-copy.
+	HostAuto HostPath = iota
+	// HostZeroCopy has the kernel read the rows from the registered host
+	// memory over PCIe: asynchronous and capturable, but the device
+	// translates host pages row by row, so the rate falls as the rows a
+	// lookup reads spread over more of the table.
+	HostZeroCopy
+	// HostStaged gathers the rows on the CPU (Context.StagedWorkers
+	// threads) into pinned staging, chunk by chunk, while the copy engine
+	// moves the previous chunks to the device on the caller's stream;
+	// one device pass then places them in the output. It reads the ids
+	// back first and synchronizes with the stream for that, so Lookup
+	// returns once the rows have been gathered (the copies and the last
+	// pass are still in flight), and it cannot be captured into a graph
+	// (ErrStagedCapture).
+	HostStaged
+)
+
+func (h HostPath) String() string {
+	switch h {
+	case HostAuto:
+		return "auto"
+	case HostZeroCopy:
+		return "zero-copy"
+	case HostStaged:
+		return "staged"
+	}
+	return fmt.Sprintf("HostPath(%d)", uint8(h))
 }
 
 // TokenMajor sets the dense [T,K,R] layout over OutBytes.
@@ -66,6 +107,7 @@ type plan struct {
 	n        int64 // T*K
 	kernel   kernelChoice
 	ordered  bool // visit the rows in table order (orderMinRows)
+	allHost  bool // every table is a host table: Request.Host applies
 	size     int  // bytes of args the kernel takes (paramSize)
 	args     [argsSize]byte
 }
@@ -95,6 +137,8 @@ func (r *Request) check(p *plan, status DevPtr, sms int) error {
 		return bad("Offsets", "%d offsets for K = %d", len(r.Offsets), r.K)
 	case r.Off < 0 || r.TStride < 0 || r.KStride < 0 || r.OutBytes < 0:
 		return bad("Off/TStride/KStride/OutBytes", "negative")
+	case r.Host > HostStaged:
+		return bad("Host", "%s: unknown path", r.Host)
 	}
 	if r.T == 0 || r.K == 0 {
 		p.n = 0
@@ -138,10 +182,12 @@ func (r *Request) check(p *plan, status DevPtr, sms int) error {
 	if r.IDs64 {
 		id64 = 1
 	}
-	host := false
+	host, allHost := false, true
 	for _, t := range r.Tables {
 		host = host || t.host != nil
+		allHost = allHost && t.host != nil
 	}
+	p.allHost = allHost
 	p.ordered = host && n >= orderMinRows && n <= math.MaxUint32
 	for i, v := range [...]uint64{uint64(r.IDs), uint64(r.Out) + uint64(r.Off), uint64(status),
 		uint64(r.T), uint64(r.K), uint64(r.K), 1, uint64(r.TStride), uint64(r.KStride), uint64(rowBytes), id64, 0} {
@@ -295,7 +341,23 @@ var kernelBases = []string{
 	"sk_w8x16_g16_m1_r4", "sk_w8x16_g16_m1_r8", "sk_w8x16_g16_m1_r1", "sk_w8x16_g32_m1_r4", "sk_w8x16_g32_m2_r2", "sk_w8x16_g32_m4_r2", "sk_w8x16_g32_m8_r1",
 	"sk_w8_g32_m1_r4", "sk_w8_g32_m2_r4", "sk_w8_g32_m4_r2", "sk_w8_g32_m8_r1",
 	"sk_w4_g32_m1_r4", "sk_w4_g32_m2_r4", "sk_w4_g32_m4_r2", "sk_w4_g32_m8_r1",
+	"sk_wf8_g32_m4_r1", "sk_wf8_g32_m8_r1", "sk_wf8_g32_m16_r1",
 	"sk_any",
+}
+
+// flatWords are the words per lane (U) of the flat kernels (sk_wf8_*).
+var flatWords = [...]int{4, 8, 16}
+
+// flatKernel is the flat gather of rows of rowBytes bytes (a multiple of
+// 8) with u words a lane: a warp copies floor(32u/W) rows of W = R/8
+// words a step. ok is false when a row does not fit (W > 32u) or a step
+// would hold more than 32 rows (W < u), or R is not a multiple of 8.
+func flatKernel(rowBytes int64, u int) (kernelChoice, bool) {
+	w := rowBytes / 8
+	if rowBytes%8 != 0 || w < int64(u) || w > 32*int64(u) {
+		return kernelChoice{}, false
+	}
+	return kernelChoice{name: kernelName("f8", 32, u, 1), perWarp: int(32 * int64(u) / w)}, true
 }
 
 // kernelKey names a specialisation: word width ("16", "8x16", "8", "4"),

@@ -1,5 +1,7 @@
 package cudagather
 
+import "time"
+
 // Table is a table a context's lookups read: NumRows rows of RowBytes
 // bytes, either host memory registered and mapped into the device's
 // address space (Context.RegisterHost) or device memory
@@ -9,7 +11,8 @@ type Table struct {
 	ptr      DevPtr // device address of row 0
 	rows     int64
 	rowBytes int
-	host     []byte // the registered host memory (host tables)
+	host     []byte           // the registered host memory (host tables)
+	cal      *HostCalibration // host tables: CalibrateHost's figures (under c.mu)
 }
 
 // Rows returns the table's row count.
@@ -23,3 +26,28 @@ func (t *Table) Host() bool { return t.host != nil }
 
 // DevPtr returns the device address of row 0 (0 once closed).
 func (t *Table) DevPtr() DevPtr { return t.ptr }
+
+// HostCalibration is what CalibrateHost measured for one host table on
+// this machine: the time of a lookup of n random rows spread over the
+// whole table, as fixed + n*PerRow, on each path.
+type HostCalibration struct {
+	// ZeroCopyFixed and ZeroCopyPerRow fit HostZeroCopy lookups (the
+	// device translating the table's pages as it reads).
+	ZeroCopyFixed  time.Duration
+	ZeroCopyPerRow float64 // seconds
+	// StagedFixed and StagedPerRow fit HostStaged lookups (ids read back,
+	// the CPU gather with the context's workers, the copies, the placing
+	// pass), measured to the stream's completion.
+	StagedFixed  time.Duration
+	StagedPerRow float64 // seconds
+	// Rows are the two probe sizes the lines were fitted through.
+	Rows [2]int64
+}
+
+// Predict returns the predicted time of a lookup of n rows from the
+// table on each path.
+func (h HostCalibration) Predict(n int64) (zeroCopy, staged time.Duration) {
+	z := h.ZeroCopyFixed + time.Duration(float64(n)*h.ZeroCopyPerRow*1e9)
+	s := h.StagedFixed + time.Duration(float64(n)*h.StagedPerRow*1e9)
+	return z, s
+}

@@ -281,6 +281,63 @@ __device__ __forceinline__ void sk_gather_8x16(const A& a) {
 	}
 }
 
+// sk_gather_flat: rows of W 8-byte words (R = 8W, 8-byte aligned rows and
+// outputs) copied as one stream of words, so that no lane idles when W is
+// not a power of two (R=136: 17 words, 200: 25, 264: 33). A warp takes
+// P = floor(32U/W) rows a step: lanes 0..P-1 resolve one row each (id,
+// bounds, addresses), and lane l copies the words l, l+32, ..., l+32(U-1)
+// of the step's P*W words, word f being word f%W of row f/W, whose
+// addresses it takes from the resolving lane by shuffle. All U loads are
+// issued before the first store. The host keeps W <= 32U (P >= 1) and
+// P <= 32.
+template <int U, class A>
+__device__ __forceinline__ void sk_gather_flat(const A& a) {
+	const long long n = a.t * a.k;
+	const int W = (int)(a.row_bytes >> 3);
+	const int P = (32 * U) / W;
+	const int lane = threadIdx.x & 31;
+	const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+	const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	// Which row of the step and which word of it each of this lane's U
+	// words is: the same every step.
+	int row[U], word[U];
+#pragma unroll
+	for (int j = 0; j < U; j++) {
+		int f = lane + 32 * j;
+		row[j] = f / W;
+		word[j] = f - row[j] * W;
+	}
+	for (long long base = warp * P; base < n; base += warps * P) {
+		const unsigned char* src = 0;
+		unsigned char* dst = 0;
+		if (lane < P && base + lane < n) {
+			src = sk_row(a, sk_flat(a, base + lane), 0, &dst);
+			if (src == 0) {
+				dst = 0;
+			}
+		}
+		unsigned long long v[U];
+		unsigned long long* d[U];
+#pragma unroll
+		for (int j = 0; j < U; j++) {
+			int from = row[j] < P ? row[j] : 0;
+			const unsigned long long* sp = (const unsigned long long*)__shfl_sync(0xffffffffu, (unsigned long long)src, from);
+			d[j] = (unsigned long long*)__shfl_sync(0xffffffffu, (unsigned long long)dst, from);
+			if (row[j] >= P || sp == 0) {
+				d[j] = 0;
+			} else {
+				v[j] = sp[word[j]];
+			}
+		}
+#pragma unroll
+		for (int j = 0; j < U; j++) {
+			if (d[j] != 0) {
+				d[j][word[j]] = v[j];
+			}
+		}
+	}
+}
+
 // The generic gather: any row size and alignment, a byte per lane per
 // step, a row per warp.
 template <class A>
@@ -360,6 +417,10 @@ SK_BOTH(sk_w4_g32_m1_r4, (sk_gather<unsigned int, 32, 1, 4>(a)))
 SK_BOTH(sk_w4_g32_m2_r4, (sk_gather<unsigned int, 32, 2, 4>(a)))
 SK_BOTH(sk_w4_g32_m4_r2, (sk_gather<unsigned int, 32, 4, 2>(a)))
 SK_BOTH(sk_w4_g32_m8_r1, (sk_gather<unsigned int, 32, 8, 1>(a)))
+// Rows of W 8-byte words as one stream of words, U words a lane.
+SK_BOTH(sk_wf8_g32_m4_r1, (sk_gather_flat<4>(a)))
+SK_BOTH(sk_wf8_g32_m8_r1, (sk_gather_flat<8>(a)))
+SK_BOTH(sk_wf8_g32_m16_r1, (sk_gather_flat<16>(a)))
 // Anything else.
 SK_BOTH(sk_any, (sk_gather_any(a)))
 
