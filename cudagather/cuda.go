@@ -659,12 +659,15 @@ func (c *Context) Lookup(s Stream, r *Request) error {
 		return nil
 	}
 	if p.allHost {
-		path, err := c.hostPath(s, r, p.n)
+		path, tz, err := c.hostPath(s, r, p.n)
 		if err != nil {
 			return err
 		}
-		if path == HostStaged {
+		switch path {
+		case HostStaged:
 			return c.lookupStaged(s, r, p)
+		case HostSplit:
+			return c.lookupSplit(s, r, p, tz)
 		}
 	}
 	return c.enqueue(s, r, p)

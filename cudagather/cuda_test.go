@@ -1208,7 +1208,8 @@ func BenchmarkRowKernels(b *testing.B) {
 	}
 }
 
-// TestStagedLookup: the CPU-staged path (HostStaged) over two host tables
+// TestStagedLookup: the CPU-staged path (HostStaged) and the split
+// (HostSplit: the first tokens zero-copy beside it) over two host tables
 // with offsets, -1 ids and one bad id, int32 and int64 ids, token-major,
 // head-major and padded outputs, lookups of one chunk and of several (the
 // pinned slots reused), against the CPU lookup on a poisoned output; the
@@ -1237,7 +1238,7 @@ func TestStagedLookup(t *testing.T) {
 		for _, T := range []int{7, 9000} { // one chunk; several (T*K*R > 3 x 2 MiB for R >= 200)
 			for _, id64 := range []bool{false, true} {
 				for _, layout := range []string{"token", "head", "padded"} {
-					for _, path := range []HostPath{HostStaged, HostAuto} {
+					for _, path := range []HostPath{HostStaged, HostSplit, HostAuto} {
 						const K = 3
 						name := fmt.Sprintf("R=%d/T=%d/id64=%v/%s/%s", R, T, id64, layout, path)
 						tabs := []*Table{ta, tb, ta}
@@ -1399,6 +1400,10 @@ func TestStagedCapture(t *testing.T) {
 	if g != nil {
 		g.Close()
 	}
+	req.Host = HostSplit
+	if _, err := testCtx.Capture(s, func() error { return testCtx.Lookup(s, req) }); !errors.Is(err, ErrStagedCapture) {
+		t.Fatalf("capturing a split lookup: %v", err)
+	}
 	req.Host = HostAuto
 	g, err = testCtx.Capture(s, func() error { return testCtx.Lookup(s, req) })
 	if err != nil {
@@ -1476,7 +1481,7 @@ func fillSeeded(b []byte, seed uint64) {
 // tables of half of hostTableGiB each, K=24 columns alternating between
 // them with offsets, 3% of ids -1), R in {64, 136, 200, 264, 520, 1024}, N
 // in {192 (T=8), 4,096, 98,304, 196,608}, on each path (zero-copy, staged,
-// auto after calibration), against the host-to-device copy ceiling of the
+// split, auto after calibration), against the host-to-device copy ceiling of the
 // same run. The rows of every path are checked against the CPU lookup.
 // Lines "hosttable ..." and JSON lines (workload cuda-hosttable/...).
 func BenchmarkHostTables(b *testing.B) {
@@ -1491,7 +1496,7 @@ func BenchmarkHostTables(b *testing.B) {
 	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
 	fillSeeded(buf, 0x5eed)
 	thp, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	b.Logf("hosttable memory: %d GiB built in %v (THP %s)", gib, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(string(thp)))
+	b.Logf("hosttable memory: %d GiB built in %v (THP %s; %s)", gib, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(string(thp)), anonHuge())
 	s, err := testCtx.NewStream()
 	if err != nil {
 		b.Fatal(err)
@@ -1525,6 +1530,9 @@ func BenchmarkHostTables(b *testing.B) {
 			b.Fatal(err)
 		}
 		reg := time.Since(t1)
+		if R == 64 {
+			b.Logf("hosttable registered: %s", anonHuge())
+		}
 		t2 := time.Now()
 		cal, err := testCtx.CalibrateHost(ta)
 		if err != nil {
@@ -1564,7 +1572,7 @@ func BenchmarkHostTables(b *testing.B) {
 			out, _ := testCtx.Alloc(int64(n * R))
 			want := make([]byte, n*R)
 			ref(want, srcs, R, ids0, T, K, 0, int64(K*R), int64(R), offsets)
-			for _, path := range []HostPath{HostZeroCopy, HostStaged, HostAuto} {
+			for _, path := range []HostPath{HostZeroCopy, HostStaged, HostSplit, HostAuto} {
 				req := &Request{Tables: tabs, IDs: idSets[0], IDs64: true, T: T, K: K, Offsets: offsets, Out: out, OutBytes: int64(n * R), Host: path}
 				req.TokenMajor(R)
 				// -1 rows keep what the output held: the expected bytes.
@@ -1608,16 +1616,35 @@ func BenchmarkHostTables(b *testing.B) {
 				gbs := float64(n*R) / per.Seconds() / 1e9
 				line := map[string]any{"workload": fmt.Sprintf("cuda-hosttable/R=%d/N=%d/%s", R, n, path), "transport": "cuda", "mode": path.String(),
 					"fragments": n, "payload_bytes": n * R, "table_bytes": size, "p50_ms": per.Seconds() * 1e3, "goodput_gbps": gbs * 8, "ratio": gbs / h2dGBs}
+				chose := ""
 				if path == HostAuto {
 					z, st := cal.Predict(int64(n))
 					line["predicted_zero_copy_ms"], line["predicted_staged_ms"] = z.Seconds()*1e3, st.Seconds()*1e3
+					c, tz, err := testCtx.hostPath(s, req, int64(n))
+					if err != nil {
+						b.Fatal(err)
+					}
+					line["chosen"], line["split_tokens"] = c.String(), tz
+					chose = fmt.Sprintf(" (chose %s, %d of %d tokens zero-copy)", c, tz, T)
 				}
 				jsonLine(line)
-				b.Logf("hosttable R=%d N=%d %-9s %9.1f us  %6.1f GB/s  %.3f of h2d", R, n, path, per.Seconds()*1e6, gbs, gbs/h2dGBs)
+				b.Logf("hosttable R=%d N=%d %-9s %9.1f us  %6.1f GB/s  %.3f of h2d%s", R, n, path, per.Seconds()*1e6, gbs, gbs/h2dGBs, chose)
 			}
 			testCtx.Free(out)
 		}
 		ta.Close()
 		tb.Close()
 	}
+}
+
+// anonHuge is /proc/meminfo's AnonHugePages line: how much anonymous
+// memory transparent huge pages back.
+func anonHuge() string {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "AnonHugePages:") {
+			return strings.Join(strings.Fields(l), " ")
+		}
+	}
+	return "AnonHugePages: unknown"
 }

@@ -46,6 +46,38 @@
 // ordered lookups on different streams never share scratch. When the pool
 // cannot give scratch, the plain gather runs instead.
 //
+// # Three paths for host tables
+//
+// At production sizes (tens of GiB) the device's translation of host pages
+// bounds zero-copy lookups: on the H200 a 98,304-row lookup from two 16 GiB
+// tables takes about 3 ms whatever the row size (31 ns a row), where the
+// same rows from 1 GiB take 0.6-0.9 ms. Request.Host chooses:
+//
+//   - HostZeroCopy: the kernel reads the rows over PCIe. Asynchronous,
+//     capturable, best for small lookups and small spans.
+//   - HostStaged: the ids are read back (the stream is synchronized for
+//     that), Context.StagedWorkers CPU threads gather the rows into 16
+//     pinned 2 MiB slots chunk by chunk, the copy engine moves each
+//     finished chunk to device staging on the caller's stream while the
+//     next are gathered, and one placing pass (a gather from the staging,
+//     as from a device table) writes the output in its layout, -1 and bad
+//     rows untouched. Bad ids are checked on the CPU and reported by
+//     Status with the device's; a strict lookup checks every id first.
+//   - HostSplit: the first tokens zero-copy on a stream of the context's
+//     (ordered after the caller's stream, which then waits for it) while
+//     the CPU stages the rest: the two limits are separate, and side by
+//     side their rates add.
+//   - HostAuto (the default) picks the fastest predicted from the tables'
+//     calibrations (CalibrateHost: both paths timed on random rows over
+//     the whole table at two sizes, a fixed and a per-row cost fitted for
+//     each; done on a table's first HostAuto lookup, or ahead by the
+//     caller), the split where both parts take equal predicted times.
+//
+// A staged or split lookup returns once its rows have been gathered (its
+// copies and last pass are still in flight on the stream). Under graph
+// capture HostAuto runs zero-copy (a graph cannot replay a CPU gather),
+// and HostStaged or HostSplit return ErrStagedCapture.
+//
 // # Graphs
 //
 // Context.Warmup loads the module and allocates the status word before any
@@ -83,5 +115,7 @@
 // trying a kernel before it is committed). A
 // warp copies 32/G rows per step with G lanes per row in the widest word
 // (16, 8 or 4 bytes) every address and stride allows, several rows in
-// flight per lane before the first store.
+// flight per lane before the first store. Device-table rows of 16c+8
+// bytes with c <= 8 (72, 104, 136) go to the flat kernels instead: a
+// warp's rows as one stream of 8-byte words, every lane busy.
 package cudagather

@@ -70,6 +70,27 @@ static CUresult sk_stage_free(CUcontext ctx, CUdeviceptr d, CUstream s) {
 	return cuMemFreeAsync(d, s);
 }
 
+static CUresult sk_stream_create(CUcontext ctx, CUstream *s) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuStreamCreate(s, CU_STREAM_NON_BLOCKING);
+}
+
+static CUresult sk_stream_destroy(CUcontext ctx, CUstream s) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuStreamDestroy(s);
+}
+
+// sk_order makes to wait, in stream order, for what from holds now.
+static CUresult sk_order(CUcontext ctx, CUstream from, CUstream to, CUevent e) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuEventRecord(e, from);
+	if (r != CUDA_SUCCESS) return r;
+	return cuStreamWaitEvent(to, e, 0);
+}
+
 // sk_copy_in copies a staged chunk to the device on s and records e after
 // it (the chunk's pinned slot is free again once e completes).
 static CUresult sk_copy_in(CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s, CUevent e) {
@@ -94,11 +115,13 @@ import (
 )
 
 // Staging of CPU-staged lookups (HostStaged): stagedSlots pinned slots of
-// stagedChunk bytes each, filled in turn, so the CPU gathers one chunk
-// while the copy engine moves the one before.
+// stagedChunk bytes each (32 MiB in all), chunk c in slot c % stagedSlots,
+// so the workers gather later chunks while the copy engine moves earlier
+// ones; stagedBlock rows at most are what a worker claims at a time.
 var (
 	stagedChunk int64 = 2 << 20
-	stagedSlots       = 3
+	stagedSlots       = 16
+	stagedBlock int64 = 256
 )
 
 // stager holds a context's CPU-staged lookup machinery: the pinned slots,
@@ -108,7 +131,7 @@ var (
 type stager struct {
 	mu      sync.Mutex
 	workers int
-	work    chan stagedTask
+	start   chan struct{} // one token per worker starts a lookup's work
 	started bool
 
 	slots    [][]byte // pinned, stagedChunk each
@@ -126,31 +149,46 @@ type stager struct {
 	// Device tables standing for the staging in the placing pass.
 	tabs [MaxColumns]Table
 	ptrs [MaxColumns]*Table
+	// A split's zero-copy part runs on side, ordered after the caller's
+	// stream by before and the caller's stream after it by after.
+	side          Stream
+	before, after C.CUevent
+	// arrived marks the chunks the workers have finished (the caller
+	// copies them out in order).
+	arrived []bool
 }
 
-// stagedLookup is what the workers of one staged lookup read.
+// stagedLookup is what the workers of one staged lookup read, and how
+// they share it: blocks of rows claimed in order (next), each chunk's
+// blocks counted down (left), the chunk whose last block a worker
+// finished sent on done, and a slot written only once the chunk before
+// it there has been copied out (free, under cond).
 type stagedLookup struct {
 	k        int64
 	rowBytes int64
 	id64     bool
+	validate bool // strict lookups' first pass: only check the ids
 	ids32    []int32
 	ids64    []int64
 	sids     []int32
 	host     [MaxColumns][]byte
 	rows     [MaxColumns]int64
 	offs     [MaxColumns]int64
-}
 
-// stagedTask is a worker's share of one chunk: flat rows [lo, hi), which
-// land in slot at (r - base) * R.
-type stagedTask struct {
-	lo, hi, base int64
-	slot         []byte
-	validate     bool // only check the ids (strict lookups)
+	n, per, block int64 // rows, rows per chunk, rows per block
+	blocks        int64
+	next          atomic.Int64
+	left          []atomic.Int64 // per chunk: blocks not yet done
+	done          chan int64     // chunks whose every block is done
+	slots         [][]byte
+	free          []int64 // per slot: the first chunk it may take (under mu)
+	mu            sync.Mutex
+	cond          sync.Cond
 }
 
 // StagedWorkers sets the CPU threads a HostStaged lookup gathers with
-// (default: GOMAXPROCS at the first staged lookup). n < 1 is an error;
+// (default: GOMAXPROCS-1 at the first staged lookup, one left for the
+// caller, which copies the chunks out). n < 1 is an error;
 // it takes effect before the first staged lookup only.
 func (c *Context) StagedWorkers(n int) error {
 	if n < 1 {
@@ -171,7 +209,10 @@ func (c *Context) startStager() error {
 		return nil
 	}
 	if st.workers == 0 {
-		st.workers = runtime.GOMAXPROCS(0)
+		// One P is left to the caller, which copies each chunk out as
+		// soon as its rows are in: with every P busy gathering it would
+		// wait for a preemption to run.
+		st.workers = max(runtime.GOMAXPROCS(0)-1, 1)
 	}
 	for range stagedSlots {
 		b, err := c.pinned(stagedChunk)
@@ -191,7 +232,24 @@ func (c *Context) startStager() error {
 		c.freeStager()
 		return driverErr("cuEventCreate", r)
 	}
-	st.work = make(chan stagedTask, st.workers)
+	var side C.CUstream
+	if r := C.sk_stream_create(c.ctx, &side); r != C.CUDA_SUCCESS {
+		c.freeStager()
+		return driverErr("cuStreamCreate", r)
+	}
+	st.side = *(*Stream)(unsafe.Pointer(&side))
+	// (&st.before in the call itself: cgo then checks the field, not the
+	// whole Context, which holds Go pointers.)
+	if r := C.sk_event_create(c.ctx, &st.before); r != C.CUDA_SUCCESS {
+		c.freeStager()
+		return driverErr("cuEventCreate", r)
+	}
+	if r := C.sk_event_create(c.ctx, &st.after); r != C.CUDA_SUCCESS {
+		c.freeStager()
+		return driverErr("cuEventCreate", r)
+	}
+	st.start = make(chan struct{}, st.workers)
+	st.cur.cond.L = &st.cur.mu
 	for range st.workers {
 		go c.stagedWorker()
 	}
@@ -217,10 +275,18 @@ func (c *Context) freeStager() error {
 		}
 		err = firstErr(err, driverErr("cuEventDestroy", C.sk_event_destroy(c.ctx, st.sidsEv)))
 	}
+	if st.side != 0 {
+		err = firstErr(err, driverErr("cuStreamDestroy", C.sk_stream_destroy(c.ctx, cstream(st.side))))
+	}
+	for _, e := range []C.CUevent{st.before, st.after} {
+		if e != nil {
+			err = firstErr(err, driverErr("cuEventDestroy", C.sk_event_destroy(c.ctx, e)))
+		}
+	}
 	err = firstErr(err, c.freePinned(st.ids))
 	err = firstErr(err, c.freePinned(st.sids))
-	if st.work != nil {
-		close(st.work)
+	if st.start != nil {
+		close(st.start)
 	}
 	*st = stager{workers: st.workers}
 	return err
@@ -297,6 +363,14 @@ func (c *Context) lookupStaged(s Stream, r *Request, p *plan) error {
 	if err := c.startStager(); err != nil {
 		return err
 	}
+	return c.stagedLocked(s, r, p, 0)
+}
+
+// stagedLocked is lookupStaged under stg.mu, the stager started; base is
+// the flat index of r's first row in the lookup it is part of (a split's
+// staged tokens), for the bad ids it records.
+func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error {
+	st := &c.stg
 	n, R := p.n, p.rowBytes
 	idSize := int64(4)
 	if r.IDs64 {
@@ -335,9 +409,9 @@ func (c *Context) lookupStaged(s Stream, r *Request, p *plan) error {
 	}
 	st.bad.Store(-1)
 	if r.Strict {
-		c.runTasks(0, n, 0, nil, true)
+		c.runWorkers(n, 0, true)
 		if b := st.bad.Load(); b >= 0 {
-			c.recordHostBad(b)
+			c.recordHostBad(base + b)
 			return nil // strict: nothing written
 		}
 	}
@@ -349,24 +423,58 @@ func (c *Context) lookupStaged(s Stream, r *Request, p *plan) error {
 	}
 	devIDs := C.CUdeviceptr(uintptr(dev) + uintptr(n*R))
 	per := max(stagedChunk/R, 1)
-	var err error
-	for j, a := int64(0), int64(0); a < n; j, a = j+1, a+per {
-		b := min(a+per, n)
-		slot := int(j % int64(len(st.slots)))
-		if st.slotUsed[slot] {
-			if rc := C.sk_event_sync(c.ctx, st.slotEv[slot]); rc != C.CUDA_SUCCESS {
-				err = driverErr("cuEventSynchronize", rc)
-				break
+	chunks := (n + per - 1) / per
+	// Slots still being copied out by the last lookup are waited for, and
+	// chunk s may take slot s.
+	for i := range st.slots {
+		if st.slotUsed[i] {
+			if rc := C.sk_event_sync(c.ctx, st.slotEv[i]); rc != C.CUDA_SUCCESS {
+				_ = C.sk_stage_free(c.ctx, dev, cstream(s))
+				return driverErr("cuEventSynchronize", rc)
 			}
+			st.slotUsed[i] = false
 		}
-		c.runTasks(a, b, a, st.slots[slot], false)
+	}
+	cur.prepare(chunks, len(st.slots))
+	cur.slots = st.slots
+	c.startWorkers(n, per, false)
+	// Copy each chunk out in order once its rows are in; after chunk c's
+	// copy, wait for the copy S/2 chunks back and hand its slot on, so
+	// the workers find a free slot half the slots ahead.
+	S := int64(len(st.slots))
+	var err error
+	if int64(cap(st.arrived)) < chunks {
+		st.arrived = make([]bool, chunks)
+	}
+	arrived := st.arrived[:chunks]
+	clear(arrived)
+	for c0 := int64(0); c0 < chunks; c0++ {
+		for !arrived[c0] {
+			arrived[<-cur.done] = true
+		}
+		if err != nil {
+			continue // keep receiving: the workers finish the lookup
+		}
+		a, b := c0*per, min((c0+1)*per, n)
+		slot := int(c0 % S)
 		if rc := C.sk_copy_in(c.ctx, C.CUdeviceptr(uintptr(dev)+uintptr(a*R)), unsafe.Pointer(&st.slots[slot][0]),
 			C.size_t((b-a)*R), cstream(s), st.slotEv[slot]); rc != C.CUDA_SUCCESS {
 			err = driverErr("staged copy", rc)
-			break
+			cur.release() // let the workers finish without waiting for slots
+			continue
 		}
 		st.slotUsed[slot] = true
+		if back := c0 - S/2; back >= 0 {
+			bs := int(back % S)
+			if rc := C.sk_event_sync(c.ctx, st.slotEv[bs]); rc != C.CUDA_SUCCESS {
+				err = driverErr("cuEventSynchronize", rc)
+				cur.release()
+				continue
+			}
+			cur.freeSlot(bs, back+S)
+		}
 	}
+	st.wg.Wait()
 	if err == nil {
 		if rc := C.sk_copy_in(c.ctx, devIDs, unsafe.Pointer(&st.sids[0]), C.size_t(n*4), cstream(s), st.sidsEv); rc != C.CUDA_SUCCESS {
 			err = driverErr("staged ids copy", rc)
@@ -379,7 +487,7 @@ func (c *Context) lookupStaged(s Stream, r *Request, p *plan) error {
 	}
 	ferr := driverErr("cuMemFreeAsync (staging)", C.sk_stage_free(c.ctx, dev, cstream(s)))
 	if b := st.bad.Load(); b >= 0 {
-		c.recordHostBad(b)
+		c.recordHostBad(base + b)
 	}
 	return firstErr(err, ferr)
 }
@@ -403,40 +511,132 @@ func (c *Context) placeStaged(s Stream, r *Request, stage, ids DevPtr, n int64) 
 	return c.enqueue(s, &pr, p)
 }
 
-// runTasks has the workers gather flat rows [lo, hi) into slot (row r at
-// (r - base) * R), or only check them (validate), and waits.
-func (c *Context) runTasks(lo, hi, base int64, slot []byte, validate bool) {
+// startWorkers starts the workers on the lookup's n rows in chunks of per
+// rows (validate: only check the ids, no chunks); runWorkers also waits.
+func (c *Context) startWorkers(n, per int64, validate bool) {
 	st := &c.stg
-	w := int64(st.workers)
-	per := (hi - lo + w - 1) / w
-	// Shares of at least 256 rows: a tiny chunk is not worth waking every
-	// worker for.
-	per = max(per, 256)
-	for a := lo; a < hi; a += per {
-		st.wg.Add(1)
-		st.work <- stagedTask{lo: a, hi: min(a+per, hi), base: base, slot: slot, validate: validate}
+	l := &st.cur
+	l.n, l.per, l.validate = n, per, validate
+	l.block = max(min(stagedBlock, per), 1)
+	if validate {
+		l.block = stagedBlock
 	}
-	st.wg.Wait()
+	// A block never straddles two chunks: blocks are counted per chunk.
+	if validate {
+		l.blocks = (n + l.block - 1) / l.block
+	} else {
+		bpc := (per + l.block - 1) / l.block
+		chunks := (n + per - 1) / per
+		last := n - (chunks-1)*per
+		l.blocks = (chunks-1)*bpc + (last+l.block-1)/l.block
+	}
+	l.next.Store(0)
+	st.wg.Add(st.workers)
+	for range st.workers {
+		st.start <- struct{}{}
+	}
 }
 
-// stagedWorker runs tasks until the context closes.
+func (c *Context) runWorkers(n, per int64, validate bool) {
+	c.startWorkers(n, max(per, 1), validate)
+	c.stg.wg.Wait()
+}
+
+// prepare sizes the per-chunk counters and the chunk queue for chunks
+// chunks over slots slots (chunk s may take slot s first).
+func (l *stagedLookup) prepare(chunks int64, slots int) {
+	if int64(cap(l.left)) < chunks {
+		l.left = make([]atomic.Int64, chunks)
+	}
+	l.left = l.left[:chunks]
+	for i := range l.left {
+		l.left[i].Store(0)
+	}
+	if int64(cap(l.done)) < chunks {
+		l.done = make(chan int64, chunks)
+	}
+	l.mu.Lock()
+	l.free = l.free[:0]
+	for i := range slots {
+		l.free = append(l.free, int64(i))
+	}
+	l.mu.Unlock()
+}
+
+// freeSlot lets chunk next write slot s.
+func (l *stagedLookup) freeSlot(s int, next int64) {
+	l.mu.Lock()
+	l.free[s] = next
+	l.mu.Unlock()
+	l.cond.Broadcast()
+}
+
+// release frees every slot for every chunk (a failed lookup's workers
+// finish their blocks without waiting; what they write is not copied).
+func (l *stagedLookup) release() {
+	l.mu.Lock()
+	for i := range l.free {
+		l.free[i] = 1 << 62
+	}
+	l.mu.Unlock()
+	l.cond.Broadcast()
+}
+
+// waitSlot blocks until chunk c may write its slot.
+func (l *stagedLookup) waitSlot(c int64) {
+	s := int(c % int64(len(l.free)))
+	l.mu.Lock()
+	for l.free[s] < c {
+		l.cond.Wait()
+	}
+	l.mu.Unlock()
+}
+
+// stagedWorker works on each lookup it is started on until the context
+// closes: it claims blocks until none is left.
 func (c *Context) stagedWorker() {
 	st := &c.stg
-	for t := range st.work {
-		st.cur.gather(t, &st.bad)
+	for range st.start {
+		l := &st.cur
+		for {
+			b := l.next.Add(1) - 1
+			if b >= l.blocks {
+				break
+			}
+			l.work(b, &st.bad)
+		}
 		st.wg.Done()
 	}
 }
 
-// gather does one task: for each flat row, its id read, checked against
-// its column's table, and (unless validating) the row copied into the slot
-// and its staged id set: the flat index, or -1 for -1 and bad ids. The
-// first bad id (smallest index) goes into bad.
-func (l *stagedLookup) gather(t stagedTask, bad *atomic.Int64) {
+// work does block b: its rows' ids read and checked against their
+// column's table, and (unless validating) each row copied into its
+// chunk's slot and its staged id set: the flat index, or -1 for -1 and
+// bad ids. The first bad id (smallest index) goes into bad. The worker
+// that finishes a chunk's last block queues the chunk.
+func (l *stagedLookup) work(b int64, bad *atomic.Int64) {
+	var lo, hi, chunk int64
+	var slot []byte
+	if l.validate {
+		lo, hi = b*l.block, min((b+1)*l.block, l.n)
+	} else {
+		bpc := (l.per + l.block - 1) / l.block
+		chunk = b / bpc
+		lo = chunk*l.per + (b%bpc)*l.block
+		hi = min(lo+l.block, min((chunk+1)*l.per, l.n))
+		if b%bpc == 0 {
+			// The first block of a chunk counts the chunk's blocks.
+			n := min((chunk+1)*l.per, l.n) - chunk*l.per
+			l.left[chunk].Add((n + l.block - 1) / l.block)
+		}
+		l.waitSlot(chunk)
+		slot = l.slots[chunk%int64(len(l.slots))]
+	}
 	R := l.rowBytes
-	k := t.lo % l.k
+	base := chunk * l.per
+	k := lo % l.k
 	first := int64(-1)
-	for i := t.lo; i < t.hi; i++ {
+	for i := lo; i < hi; i++ {
 		var id int64
 		if l.id64 {
 			id = l.ids64[i]
@@ -450,13 +650,13 @@ func (l *stagedLookup) gather(t stagedTask, bad *atomic.Int64) {
 				if first < 0 {
 					first = i
 				}
-			} else if !t.validate {
-				o := (i - t.base) * R
-				copy(t.slot[o:o+R], l.host[k][row*R:row*R+R])
+			} else if !l.validate {
+				o := (i - base) * R
+				copy(slot[o:o+R], l.host[k][row*R:row*R+R])
 				sid = int32(i)
 			}
 		}
-		if !t.validate {
+		if !l.validate {
 			l.sids[i] = sid
 		}
 		if k++; k == l.k {
@@ -469,6 +669,14 @@ func (l *stagedLookup) gather(t stagedTask, bad *atomic.Int64) {
 			if cur >= 0 && cur <= first || bad.CompareAndSwap(cur, first) {
 				break
 			}
+		}
+	}
+	if !l.validate {
+		// Blocks of a chunk may finish before its first block counted
+		// them: each block subtracts one, the first adds them all, and the
+		// one that brings the count to zero after the first queues it.
+		if l.left[chunk].Add(-1) == 0 {
+			l.done <- chunk
 		}
 	}
 }
@@ -594,43 +802,118 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 }
 
 // hostPath settles the path of a checked lookup whose tables are all host
-// tables: HostZeroCopy and HostStaged as asked (HostStaged refused while
-// s is captured), HostAuto from the tables' calibrations (made now for a
-// table without one), zero-copy while capturing or without the memory
-// pools the staged path needs.
-func (c *Context) hostPath(s Stream, r *Request, n int64) (HostPath, error) {
+// tables: HostZeroCopy, HostStaged and HostSplit as asked (the last two
+// refused while s is captured), HostAuto from the tables' calibrations
+// (made now for a table without one): the fastest predicted of
+// zero-copy, staged, and a split whose zero-copy tokens tz and staged
+// tokens take equal predicted times (not for strict lookups, which need
+// every id checked before anything is written); zero-copy while
+// capturing or without the memory pools the staged path needs. tz is the
+// split's zero-copy tokens.
+func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int, err error) {
 	if r.Host == HostZeroCopy {
-		return HostZeroCopy, nil
+		return HostZeroCopy, 0, nil
 	}
 	capt, err := c.capturing(s)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if r.Host == HostStaged {
+	if r.Host == HostStaged || r.Host == HostSplit {
 		if capt {
-			return 0, ErrStagedCapture
+			return 0, 0, ErrStagedCapture
 		}
-		return HostStaged, nil
+		if r.Host == HostStaged || r.T < 2 {
+			return HostStaged, 0, nil
+		}
 	}
-	if capt || c.pool == nil {
-		return HostZeroCopy, nil
+	if r.Host == HostAuto && (capt || c.pool == nil) {
+		return HostZeroCopy, 0, nil
 	}
-	// The columns' predictions, averaged: each column is a share of the
-	// rows.
-	var z, st time.Duration
+	// The columns' figures, averaged: each column is a share of the rows.
+	var zf, zr, sf, sr float64
 	for _, t := range r.Tables {
 		cal, ok := t.Calibration()
 		if !ok {
 			if cal, err = c.CalibrateHost(t); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
-		zk, sk := cal.Predict(n)
-		z += zk / time.Duration(r.K)
-		st += sk / time.Duration(r.K)
+		zf += cal.ZeroCopyFixed.Seconds()
+		zr += cal.ZeroCopyPerRow
+		sf += cal.StagedFixed.Seconds()
+		sr += cal.StagedPerRow
 	}
-	if st < z {
-		return HostStaged, nil
+	k := float64(r.K)
+	zf, zr, sf, sr = zf/k, zr/k, sf/k, sr/k
+	nf := float64(n)
+	zero, staged := zf+nf*zr, sf+nf*sr
+	// The split's zero-copy rows z: zf + z*zr = sf + (n-z)*sr, in whole
+	// tokens, at least one token each way.
+	tz = r.T / 2
+	if zr+sr > 0 {
+		z := (sf - zf + nf*sr) / (zr + sr)
+		tz = int(z/k + 0.5)
 	}
-	return HostZeroCopy, nil
+	tz = min(max(tz, 1), r.T-1)
+	if r.Host == HostSplit {
+		return HostSplit, tz, nil
+	}
+	split := max(zf+float64(tz)*k*zr, sf+float64(r.T-tz)*k*sr)
+	switch {
+	case !r.Strict && r.T >= 2 && split < 0.95*min(zero, staged):
+		return HostSplit, tz, nil
+	case staged < zero:
+		return HostStaged, 0, nil
+	}
+	return HostZeroCopy, 0, nil
+}
+
+// lookupSplit runs a checked plan p of r (every table a host table) as a
+// split: its first tz tokens zero-copy, on the stager's side stream
+// (ordered after what s holds), while the CPU stages the other tokens on
+// s; s then waits for the zero-copy part. The two parts are requests of
+// their own over the same ids and output (the staged one's ids and
+// output start tz tokens in), so they keep every semantic of a lookup.
+func (c *Context) lookupSplit(s Stream, r *Request, p *plan, tz int) error {
+	if c.pool == nil {
+		return fmt.Errorf("%w: CPU-staged lookups need the device's stream-ordered memory pools", ErrNotSupported)
+	}
+	st := &c.stg
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := c.startStager(); err != nil {
+		return err
+	}
+	idSize := int64(4)
+	if r.IDs64 {
+		idSize = 8
+	}
+	zr, sr := *r, *r
+	zr.T, zr.Host = tz, HostZeroCopy
+	sr.T, sr.Host = r.T-tz, HostStaged
+	sr.IDs = r.IDs + DevPtr(int64(tz)*int64(r.K)*idSize)
+	sr.Off = r.Off + int64(tz)*r.TStride
+	pz, ps := c.getPlan(), c.getPlan()
+	defer c.putPlan(pz)
+	defer c.putPlan(ps)
+	if err := zr.check(pz, c.status, c.sms); err != nil {
+		return err
+	}
+	if err := sr.check(ps, c.status, c.sms); err != nil {
+		return err
+	}
+	if rc := C.sk_order(c.ctx, cstream(s), cstream(st.side), st.before); rc != C.CUDA_SUCCESS {
+		return driverErr("split: order the side stream", rc)
+	}
+	var zerr, serr error
+	if pz.n > 0 {
+		zerr = c.enqueue(st.side, &zr, pz)
+	}
+	if ps.n > 0 {
+		serr = c.stagedLocked(s, &sr, ps, int64(tz)*int64(r.K))
+	}
+	if rc := C.sk_order(c.ctx, cstream(st.side), cstream(s), st.after); rc != C.CUDA_SUCCESS {
+		return firstErr(firstErr(zerr, serr), driverErr("split: order the caller's stream", rc))
+	}
+	return firstErr(zerr, serr)
 }

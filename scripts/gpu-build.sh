@@ -21,5 +21,5 @@ go test -tags cuda -c -o .gpu/cudaengram.test ./tools/internal/cudaengram
 (cd tools && go test -tags cuda -c -o ../.gpu/capi.test ./capi)
 bash scripts/build-capi.sh --cuda .gpu >/dev/null
 (cd tools && REQUIRE_CUDA_BUILD=1 go test -count=1 -run '^TestHeaderCUDA$' ./capi)
-cp cudagather/bench/torchbench.py .gpu/
+cp cudagather/bench/torchbench.py cudagather/bench/torch_host.py .gpu/
 echo "built: $(ls .gpu | tr '\n' ' ')"
