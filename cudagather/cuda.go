@@ -453,7 +453,14 @@ func (c *Context) CopyIn(dst DevPtr, src []byte) error {
 		return nil
 	}
 	return c.current(func() error {
-		return cuErr("cuMemcpyHtoD", cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src))))
+		if err := cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src))); err != nil {
+			return cuErr("cuMemcpyHtoD", err)
+		}
+		// From pageable memory cuMemcpyHtoD returns once src is staged,
+		// not once it has landed: a kernel on a non-blocking stream could
+		// run before the rest of the DMA and see (or be overwritten by)
+		// it. Wait for the legacy stream, so the copy is complete.
+		return driverErr("cuStreamSynchronize", C.cuStreamSynchronize(nil))
 	})
 }
 

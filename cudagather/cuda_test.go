@@ -1648,3 +1648,75 @@ func anonHuge() string {
 	}
 	return "AnonHugePages: unknown"
 }
+
+// TestStagedClose: a context that ran staged and split lookups closes
+// cleanly (its pinned slots, events, side stream and workers released;
+// it once reset its own held lock and died in Close), and refuses
+// lookups afterwards.
+func TestStagedClose(t *testing.T) {
+	c, err := NewContext(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRand(t)
+	const R, rows, T, K = 200, 20000, 64, 4
+	src := mapRows(t, r, rows*R)
+	ht, err := c.RegisterHost(src, rows, R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, T*K)
+	for i := range ids {
+		ids[i] = r.Int64N(rows)
+	}
+	idp, err := c.Alloc(int64(8 * T * K))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Alloc(T * K * R)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CopyIn(idp, idBytes(ids, true)); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []HostPath{HostStaged, HostSplit} {
+		req := &Request{Tables: slices.Repeat([]*Table{ht}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: T * K * R, Host: path}
+		req.TokenMajor(R)
+		if err := c.Lookup(s, req); err != nil {
+			t.Fatal(err)
+		}
+		got, want := make([]byte, T*K*R), make([]byte, T*K*R)
+		if err := c.Sync(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CopyOut(got, out); err != nil {
+			t.Fatal(err)
+		}
+		ref(want, slices.Repeat([][]byte{src}, K), R, ids, T, K, 0, K*R, R, nil)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: wrong rows", path)
+		}
+	}
+	for _, p := range []DevPtr{idp, out} {
+		if err := c.Free(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.DestroyStream(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := ht.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close after staged lookups: %v", err)
+	}
+	if err := c.Lookup(0, &Request{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lookup after Close: %v", err)
+	}
+}

@@ -36,14 +36,17 @@ static CUresult sk_event_sync(CUcontext ctx, CUevent e) {
 	return cuEventSynchronize(e);
 }
 
-// sk_capturing sets *yes when s is being captured into a graph.
-static CUresult sk_capturing(CUcontext ctx, CUstream s, int *yes) {
+// sk_capturing returns 1 when s is being captured into a graph, 0 when
+// not, and -1 - the error code when the driver fails (a plain result, not
+// through a pointer: a Go variable passed by address would escape to the
+// heap, an allocation per lookup).
+static long long sk_capturing(CUcontext ctx, CUstream s) {
 	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	if (r != CUDA_SUCCESS) return -1 - (long long)r;
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	r = cuStreamIsCapturing(s, &st);
-	*yes = st != CU_STREAM_CAPTURE_STATUS_NONE;
-	return r;
+	if (r != CUDA_SUCCESS) return -1 - (long long)r;
+	return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 // sk_ids_back reads n bytes of ids back into pinned memory and waits for
@@ -288,7 +291,14 @@ func (c *Context) freeStager() error {
 	if st.start != nil {
 		close(st.start)
 	}
-	*st = stager{workers: st.workers}
+	// Field by field: st.mu is held by the caller (a struct assignment
+	// would reset it), and cur's condition variable keeps its lock.
+	st.start, st.started = nil, false
+	st.slots, st.slotEv, st.slotUsed = nil, nil, nil
+	st.ids, st.sids, st.sidsEv, st.sidsUsed = nil, nil, nil, false
+	st.side, st.before, st.after = 0, nil, nil
+	st.cur.ids32, st.cur.ids64, st.cur.sids, st.cur.slots = nil, nil, nil, nil
+	st.cur.host = [MaxColumns][]byte{}
 	return err
 }
 
@@ -335,11 +345,11 @@ func (c *Context) grow(b *[]byte, n int64) error {
 
 // capturing reports whether s is being captured into a graph.
 func (c *Context) capturing(s Stream) (bool, error) {
-	var yes C.int
-	if r := C.sk_capturing(c.ctx, cstream(s), &yes); r != C.CUDA_SUCCESS {
-		return false, driverErr("cuStreamIsCapturing", r)
+	v := C.sk_capturing(c.ctx, cstream(s))
+	if v < 0 {
+		return false, driverErr("cuStreamIsCapturing", C.CUresult(-1-v))
 	}
-	return yes != 0, nil
+	return v != 0, nil
 }
 
 // lookupStaged runs a checked plan p of r (every table a host table) on
