@@ -109,7 +109,6 @@ import "C"
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -126,19 +125,6 @@ var (
 	stagedChunk int64 = 2 << 20
 	stagedSlots       = 16
 	stagedBlock int64 = 256
-	// stagedOrderMin is the fewest rows a staged lookup must have to be
-	// gathered in address order (stagedBuckets slices of the tables'
-	// address range, a counting sort over the workers): rows gathered
-	// together then share the CPU's translations of their pages.
-	stagedOrderMin int64 = 16384
-	stagedBuckets        = 4096
-)
-
-// Work modes of the staged workers.
-const (
-	modeBlocks  = iota // claim blocks of rows (gather, or validate)
-	modeKeys           // order: bucket each row, count per worker
-	modeScatter        // order: place each row at its position
 )
 
 // stager holds a context's CPU-staged lookup machinery: the pinned slots,
@@ -192,17 +178,8 @@ type stagedLookup struct {
 	rows     [MaxColumns]int64
 	offs     [MaxColumns]int64
 
-	n, per, block int64 // rows (positions when ordered), rows per chunk, rows per block
+	n, per, block int64 // rows, rows per chunk, rows per block
 	blocks        int64
-	mode          int
-	ordered       bool // positions are visited through perm
-	wnext         atomic.Int64
-	flat          int64 // the lookup's flat rows (modeKeys, modeScatter)
-	workers       int64
-	keys          []uint32 // per flat row: its bucket, stagedBuckets for none
-	hist          []uint32 // per worker and bucket: counts, then positions
-	perm          []int32  // per position: its flat row
-	lo, span      uint64   // the tables' address range
 	next          atomic.Int64
 	left          []atomic.Int64 // per chunk: blocks not yet done
 	done          chan int64     // chunks whose every block is done
@@ -448,29 +425,15 @@ func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error 
 			return nil // strict: nothing written
 		}
 	}
-	// Large lookups are gathered in address order: m live rows, at the
-	// positions orderRows gives them (their staged ids); the others in
-	// flat order, n positions.
-	m := n
-	cur.ordered = n >= stagedOrderMin
-	if cur.ordered {
-		m = c.orderRows(n)
-		if m == 0 { // every id -1 or bad: nothing to write
-			if b := st.bad.Load(); b >= 0 {
-				c.recordHostBad(base + b)
-			}
-			return nil
-		}
-	}
-	// The device side: m rows of staging and n staged ids, from the
+	// The device side: n rows of staging and n staged ids, from the
 	// pool, in order on s.
 	var dev C.CUdeviceptr
-	if rc := C.sk_stage_alloc(c.ctx, c.pool, C.size_t(m*R+n*4), cstream(s), &dev); rc != C.CUDA_SUCCESS {
+	if rc := C.sk_stage_alloc(c.ctx, c.pool, C.size_t(n*R+n*4), cstream(s), &dev); rc != C.CUDA_SUCCESS {
 		return driverErr("cuMemAllocFromPoolAsync (staging)", rc)
 	}
-	devIDs := C.CUdeviceptr(uintptr(dev) + uintptr(m*R))
+	devIDs := C.CUdeviceptr(uintptr(dev) + uintptr(n*R))
 	per := max(stagedChunk/R, 1)
-	chunks := (m + per - 1) / per
+	chunks := (n + per - 1) / per
 	// Slots still being copied out by the last lookup are waited for, and
 	// chunk s may take slot s.
 	for i := range st.slots {
@@ -484,7 +447,7 @@ func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error 
 	}
 	cur.prepare(chunks, len(st.slots))
 	cur.slots = st.slots
-	c.startWorkers(m, per, false)
+	c.startWorkers(n, per, false)
 	// Copy each chunk out in order once its rows are in; after chunk c's
 	// copy, wait for the copy S/2 chunks back and hand its slot on, so
 	// the workers find a free slot half the slots ahead.
@@ -502,7 +465,7 @@ func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error 
 		if err != nil {
 			continue // keep receiving: the workers finish the lookup
 		}
-		a, b := c0*per, min((c0+1)*per, m)
+		a, b := c0*per, min((c0+1)*per, n)
 		slot := int(c0 % S)
 		if rc := C.sk_copy_in(c.ctx, C.CUdeviceptr(uintptr(dev)+uintptr(a*R)), unsafe.Pointer(&st.slots[slot][0]),
 			C.size_t((b-a)*R), cstream(s), st.slotEv[slot]); rc != C.CUDA_SUCCESS {
@@ -530,7 +493,7 @@ func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error 
 		}
 	}
 	if err == nil {
-		err = c.placeStaged(s, r, DevPtr(dev), DevPtr(devIDs), m)
+		err = c.placeStaged(s, r, DevPtr(dev), DevPtr(devIDs), n)
 	}
 	ferr := driverErr("cuMemFreeAsync (staging)", C.sk_stage_free(c.ctx, dev, cstream(s)))
 	if b := st.bad.Load(); b >= 0 {
@@ -563,7 +526,7 @@ func (c *Context) placeStaged(s Stream, r *Request, stage, ids DevPtr, n int64) 
 func (c *Context) startWorkers(n, per int64, validate bool) {
 	st := &c.stg
 	l := &st.cur
-	l.n, l.per, l.validate, l.mode = n, per, validate, modeBlocks
+	l.n, l.per, l.validate = n, per, validate
 	l.block = max(min(stagedBlock, per), 1)
 	if validate {
 		l.block = stagedBlock
@@ -645,17 +608,12 @@ func (c *Context) stagedWorker() {
 	st := &c.stg
 	for range st.start {
 		l := &st.cur
-		switch l.mode {
-		case modeBlocks:
-			for {
-				b := l.next.Add(1) - 1
-				if b >= l.blocks {
-					break
-				}
-				l.work(b, &st.bad)
+		for {
+			b := l.next.Add(1) - 1
+			if b >= l.blocks {
+				break
 			}
-		default:
-			l.phase(l.wnext.Add(1)-1, &st.bad)
+			l.work(b, &st.bad)
 		}
 		st.wg.Done()
 	}
@@ -688,27 +646,6 @@ func (l *stagedLookup) work(b int64, bad *atomic.Int64) {
 	base := chunk * l.per
 	k := lo % l.k
 	first := int64(-1)
-	if l.ordered && !l.validate {
-		// Positions in address order: every row is a live one (phase
-		// modeKeys checked them), its staged id already set.
-		for i := lo; i < hi; i++ {
-			r := int64(l.perm[i])
-			kk := r % l.k
-			var id int64
-			if l.id64 {
-				id = l.ids64[r]
-			} else {
-				id = int64(l.ids32[r])
-			}
-			row := id - l.offs[kk]
-			o := (i - base) * R
-			copy(slot[o:o+R], l.host[kk][row*R:row*R+R])
-		}
-		if l.left[chunk].Add(-1) == 0 {
-			l.done <- chunk
-		}
-		return
-	}
 	for i := lo; i < hi; i++ {
 		var id int64
 		if l.id64 {
@@ -989,116 +926,4 @@ func (c *Context) lookupSplit(s Stream, r *Request, p *plan, tz int) error {
 		return firstErr(firstErr(zerr, serr), driverErr("split: order the caller's stream", rc))
 	}
 	return firstErr(zerr, serr)
-}
-
-// orderRows puts the lookup's n flat rows in address order for the
-// gather (two passes of the workers and a prefix sum between): perm[j] is
-// the flat row at position j, sids[r] its position (or -1 for -1 and bad
-// ids, which get none), and it returns the live rows m.
-func (c *Context) orderRows(n int64) int64 {
-	st := &c.stg
-	l := &st.cur
-	W, B := int64(st.workers), int64(stagedBuckets)
-	if int64(cap(l.keys)) < n {
-		l.keys = make([]uint32, n)
-		l.perm = make([]int32, n)
-	}
-	l.keys, l.perm = l.keys[:n], l.perm[:n]
-	if int64(cap(l.hist)) < W*B {
-		l.hist = make([]uint32, W*B)
-	}
-	l.hist = l.hist[:W*B]
-	lo, hi := ^uint64(0), uint64(0)
-	for k := range l.k {
-		if h := l.host[k]; len(h) > 0 {
-			a := uint64(uintptr(unsafe.Pointer(&h[0])))
-			lo, hi = min(lo, a), max(hi, a+uint64(len(h)))
-		}
-	}
-	l.lo, l.span = lo, max(hi-lo, 1)
-	l.flat, l.workers = n, W
-	for _, mode := range [...]int{modeKeys, modeScatter} {
-		l.mode = mode
-		l.wnext.Store(0)
-		st.wg.Add(int(W))
-		for range W {
-			st.start <- struct{}{}
-		}
-		st.wg.Wait()
-		if mode == modeKeys {
-			// Positions: bucket by bucket, worker by worker within one.
-			pos := uint32(0)
-			for b := range B {
-				for w := range W {
-					v := l.hist[w*B+b]
-					l.hist[w*B+b] = pos
-					pos += v
-				}
-			}
-			l.n = int64(pos)
-		}
-	}
-	return l.n
-}
-
-// phase is worker w's share (its slice of the flat rows) of an ordering
-// pass: modeKeys buckets each row by its source address (recording bad
-// ids) and counts them, modeScatter places each live row at its position.
-func (l *stagedLookup) phase(w int64, bad *atomic.Int64) {
-	B := int64(stagedBuckets)
-	lo, hi := w*l.flat/l.workers, (w+1)*l.flat/l.workers
-	hist := l.hist[w*B : (w+1)*B]
-	if l.mode == modeScatter {
-		for r := lo; r < hi; r++ {
-			b := l.keys[r]
-			if int64(b) == B {
-				l.sids[r] = -1
-				continue
-			}
-			p := hist[b]
-			hist[b] = p + 1
-			l.perm[p] = int32(r)
-			l.sids[r] = int32(p)
-		}
-		return
-	}
-	clear(hist)
-	R := uint64(l.rowBytes)
-	k := lo % l.k
-	first := int64(-1)
-	for r := lo; r < hi; r++ {
-		var id int64
-		if l.id64 {
-			id = l.ids64[r]
-		} else {
-			id = int64(l.ids32[r])
-		}
-		key := uint32(B)
-		if id != -1 {
-			row := id - l.offs[k]
-			if row < 0 || row >= l.rows[k] {
-				if first < 0 {
-					first = r
-				}
-			} else {
-				a := uint64(uintptr(unsafe.Pointer(&l.host[k][0]))) + uint64(row)*R - l.lo
-				hb, lb := bits.Mul64(a, uint64(B))
-				q, _ := bits.Div64(hb, lb, l.span)
-				key = uint32(q)
-				hist[key]++
-			}
-		}
-		l.keys[r] = key
-		if k++; k == l.k {
-			k = 0
-		}
-	}
-	if first >= 0 {
-		for {
-			cur := bad.Load()
-			if cur >= 0 && cur <= first || bad.CompareAndSwap(cur, first) {
-				break
-			}
-		}
-	}
 }
