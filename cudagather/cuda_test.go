@@ -1309,6 +1309,13 @@ func TestStagedLookup(t *testing.T) {
 		if err := testCtx.Lookup(s, &sreq); err != nil {
 			t.Fatal(err)
 		}
+		// A strict split with the bad id in its zero-copy tokens and good
+		// rows in the others: nothing written either.
+		split := sreq
+		split.Host = HostSplit
+		if err := testCtx.Lookup(s, &split); err != nil {
+			t.Fatal(err)
+		}
 		var ide *IDError
 		if err := testCtx.Status(s, K); !errors.As(err, &ide) || ide.T != 0 || ide.K != 2 {
 			t.Fatalf("R=%d strict: status %v, want [0,2]", R, err)

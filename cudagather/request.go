@@ -75,7 +75,9 @@ const (
 	// others, the split where the calibration predicts both parts to take
 	// equal times: the device's translation of host pages and the CPU's
 	// gather are separate limits, and side by side their rates add. It
-	// synchronizes and is refused under capture as HostStaged is.
+	// synchronizes and is refused under capture as HostStaged is; a
+	// strict lookup asking for it is staged whole (one part could not
+	// know of a bad id in the other).
 	HostSplit
 )
 

@@ -325,8 +325,8 @@ func (c *Context) freePinned(b []byte) error {
 	return driverErr("cuMemFreeHost", C.sk_host_free(c.ctx, unsafe.Pointer(&b[0])))
 }
 
-// grow makes *b at least n bytes of pinned memory, waiting for ev (the
-// last copy out of it) before freeing a smaller one.
+// grow makes *b at least n bytes of pinned memory (the caller has waited
+// for the last copy out of it).
 func (c *Context) grow(b *[]byte, n int64) error {
 	if int64(len(*b)) >= n {
 		return nil
@@ -832,7 +832,9 @@ func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int
 		if capt {
 			return 0, 0, ErrStagedCapture
 		}
-		if r.Host == HostStaged || r.T < 2 {
+		// A strict lookup writes nothing when any id is bad, which two
+		// parts checking their own ids cannot promise: it is staged whole.
+		if r.Host == HostStaged || r.T < 2 || r.Strict {
 			return HostStaged, 0, nil
 		}
 	}
