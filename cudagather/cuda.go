@@ -218,6 +218,9 @@ type Context struct {
 	hostBad int64
 
 	stg stager // CPU-staged lookups (staged.go)
+	// calClass holds the last calibration of each class of host tables
+	// (classOf), for tables of a class not calibrated themselves.
+	calClass map[calKey]HostCalibration
 }
 
 // cstream reinterprets a Stream handle as the driver's CUstream.

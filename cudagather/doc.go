@@ -70,8 +70,10 @@
 //   - HostAuto (the default) picks the fastest predicted from the tables'
 //     calibrations (CalibrateHost: both paths timed on random rows over
 //     the whole table at two sizes, a fixed and a per-row cost fitted for
-//     each; done on a table's first HostAuto lookup, or ahead by the
-//     caller), the split where both parts take equal predicted times.
+//     each; done on a table's first HostAuto lookup unless a table of
+//     its class, the same row size and a span within the same power of
+//     two, was calibrated already, or ahead by the caller), the split
+//     where both parts take equal predicted times.
 //
 // A staged or split lookup returns once its rows have been gathered (its
 // copies and last pass are still in flight on the stream). Under graph

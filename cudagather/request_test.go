@@ -208,3 +208,19 @@ func TestCheckTable(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibrationClass: tables of one row size whose spans lie within the
+// same power of two share a calibration class; another row size, or a
+// span twice as large, does not.
+func TestCalibrationClass(t *testing.T) {
+	a := &Table{rows: 1000, rowBytes: 264}
+	b := &Table{rows: 1500, rowBytes: 264} // 396,000 bytes: the same power of two as 264,000
+	c := &Table{rows: 2000, rowBytes: 264} // 528,000: the next one
+	d := &Table{rows: 1000, rowBytes: 200} // another row size
+	if classOf(a) != classOf(b) {
+		t.Errorf("%+v and %+v: different classes", classOf(a), classOf(b))
+	}
+	if classOf(a) == classOf(c) || classOf(a) == classOf(d) {
+		t.Errorf("classes %+v, %+v, %+v not distinct", classOf(a), classOf(c), classOf(d))
+	}
+}

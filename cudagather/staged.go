@@ -807,6 +807,10 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 	// (Its ids are rows of the table: it leaves the status word alone.)
 	c.mu.Lock()
 	t.cal = &cal
+	if c.calClass == nil {
+		c.calClass = map[calKey]HostCalibration{}
+	}
+	c.calClass[classOf(t)] = cal
 	c.mu.Unlock()
 	return cal, nil
 }
@@ -845,6 +849,15 @@ func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int
 	var zf, zr, sf, sr float64
 	for _, t := range r.Tables {
 		cal, ok := t.Calibration()
+		if !ok {
+			// A table of a class already measured (its row size, its
+			// span within a factor of two) takes that class's figures:
+			// a store of many like tables is calibrated once, not once a
+			// table on its first lookup.
+			c.mu.Lock()
+			cal, ok = c.calClass[classOf(t)]
+			c.mu.Unlock()
+		}
 		if !ok {
 			if cal, err = c.CalibrateHost(t); err != nil {
 				return 0, 0, err

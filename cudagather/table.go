@@ -1,6 +1,9 @@
 package cudagather
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // Table is a table a context's lookups read: NumRows rows of RowBytes
 // bytes, either host memory registered and mapped into the device's
@@ -50,4 +53,17 @@ func (h HostCalibration) Predict(n int64) (zeroCopy, staged time.Duration) {
 	z := h.ZeroCopyFixed + time.Duration(float64(n)*h.ZeroCopyPerRow*1e9)
 	s := h.StagedFixed + time.Duration(float64(n)*h.StagedPerRow*1e9)
 	return z, s
+}
+
+// calKey is a class of host tables that one calibration stands for: the
+// same row size and a span (rows x row size) of the same power of two,
+// which is what sets the translation costs the paths pay.
+type calKey struct {
+	rowBytes int
+	spanLog2 int
+}
+
+// classOf is t's calibration class.
+func classOf(t *Table) calKey {
+	return calKey{rowBytes: t.rowBytes, spanLog2: bits.Len64(uint64(t.rows) * uint64(t.rowBytes))}
 }
