@@ -179,6 +179,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -221,6 +222,9 @@ type Context struct {
 	// calClass holds the last calibration of each class of host tables
 	// (classOf), for tables of a class not calibrated themselves.
 	calClass map[calKey]HostCalibration
+	// hostDefault is the HostPath of requests that leave Host as
+	// HostAuto (SetHostPath).
+	hostDefault atomic.Uint32
 }
 
 // cstream reinterprets a Stream handle as the driver's CUstream.

@@ -1656,7 +1656,8 @@ func anonHuge() string {
 	return "AnonHugePages: unknown"
 }
 
-// TestStagedClose: a context that ran staged and split lookups closes
+// TestStagedClose: SetHostPath's default applies to HostAuto lookups; a
+// context that ran staged and split lookups closes
 // cleanly (its pinned slots, events, side stream and workers released;
 // it once reset its own held lock and died in Close), and refuses
 // lookups afterwards.
@@ -1689,6 +1690,25 @@ func TestStagedClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := c.CopyIn(idp, idBytes(ids, true)); err != nil {
+		t.Fatal(err)
+	}
+	// The context's default path: zero-copy for every HostAuto lookup,
+	// with no calibration made.
+	if err := c.SetHostPath(9); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("SetHostPath(9): %v", err)
+	}
+	if err := c.SetHostPath(HostZeroCopy); err != nil {
+		t.Fatal(err)
+	}
+	auto := &Request{Tables: slices.Repeat([]*Table{ht}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: T * K * R}
+	auto.TokenMajor(R)
+	if p, _, err := c.hostPath(s, auto, T*K); err != nil || p != HostZeroCopy {
+		t.Fatalf("default zero-copy: %v %v", p, err)
+	}
+	if _, ok := ht.Calibration(); ok {
+		t.Fatal("a zero-copy default calibrated the table")
+	}
+	if err := c.SetHostPath(HostAuto); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []HostPath{HostStaged, HostSplit} {

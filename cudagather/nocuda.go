@@ -69,6 +69,9 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 	return HostCalibration{}, ErrNotSupported
 }
 
+// SetHostPath returns ErrNotSupported.
+func (c *Context) SetHostPath(p HostPath) error { return ErrNotSupported }
+
 // StagedWorkers returns ErrNotSupported.
 func (c *Context) StagedWorkers(n int) error { return ErrNotSupported }
 

@@ -43,7 +43,8 @@ type Request struct {
 	Strict bool
 	// Host chooses how a lookup whose tables are all host tables moves
 	// its rows (see HostPath); it is ignored when a table is in device
-	// memory. The zero value lets the context choose.
+	// memory. The zero value takes the context's default
+	// (Context.SetHostPath; HostAuto unless set).
 	Host HostPath
 }
 

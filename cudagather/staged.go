@@ -189,6 +189,19 @@ type stagedLookup struct {
 	cond          sync.Cond
 }
 
+// SetHostPath sets the path of the context's lookups from host tables
+// whose Request.Host is HostAuto (the default of handle-based lookups,
+// LookupTables): HostAuto (the default), or one path for all of them.
+// HostZeroCopy keeps every lookup asynchronous: none reads its ids back
+// or synchronizes with its stream.
+func (c *Context) SetHostPath(p HostPath) error {
+	if p > HostSplit {
+		return &ArgError{Field: "path", Reason: p.String() + ": unknown path"}
+	}
+	c.hostDefault.Store(uint32(p))
+	return nil
+}
+
 // StagedWorkers sets the CPU threads a HostStaged lookup gathers with
 // (default: GOMAXPROCS-1 at the first staged lookup, one left for the
 // caller, which copies the chunks out). n < 1 is an error;
@@ -825,24 +838,28 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 // capturing or without the memory pools the staged path needs. tz is the
 // split's zero-copy tokens.
 func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int, err error) {
-	if r.Host == HostZeroCopy {
+	want := r.Host
+	if want == HostAuto {
+		want = HostPath(c.hostDefault.Load())
+	}
+	if want == HostZeroCopy {
 		return HostZeroCopy, 0, nil
 	}
 	capt, err := c.capturing(s)
 	if err != nil {
 		return 0, 0, err
 	}
-	if r.Host == HostStaged || r.Host == HostSplit {
+	if want == HostStaged || want == HostSplit {
 		if capt {
 			return 0, 0, ErrStagedCapture
 		}
 		// A strict lookup writes nothing when any id is bad, which two
 		// parts checking their own ids cannot promise: it is staged whole.
-		if r.Host == HostStaged || r.T < 2 || r.Strict {
+		if want == HostStaged || r.T < 2 || r.Strict {
 			return HostStaged, 0, nil
 		}
 	}
-	if r.Host == HostAuto && (capt || c.pool == nil) {
+	if want == HostAuto && (capt || c.pool == nil) {
 		return HostZeroCopy, 0, nil
 	}
 	// The columns' figures, averaged: each column is a share of the rows.
@@ -880,7 +897,7 @@ func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int
 		tz = int(z/k + 0.5)
 	}
 	tz = min(max(tz, 1), r.T-1)
-	if r.Host == HostSplit {
+	if want == HostSplit {
 		return HostSplit, tz, nil
 	}
 	split := max(zf+float64(tz)*k*zr, sf+float64(r.T-tz)*k*sr)

@@ -21,6 +21,10 @@ const (
 	// cudaStrict validates a lookup's ids first: with a bad id the lookup
 	// writes nothing (one more launch).
 	cudaStrict int32 = 2
+	// cudaAsync keeps every lookup from host tables zero-copy, so none
+	// reads its ids back or synchronizes with its stream (cudagather's
+	// SetHostPath(HostZeroCopy)); without it the context picks the path.
+	cudaAsync int32 = 4
 )
 
 // errNoCUDA is what every sk_cuda_* call but sk_cuda_available returns in
@@ -124,8 +128,8 @@ func attach(store uint64, ordinal, flags int32) (uint64, error) {
 		if err != nil {
 			return err
 		}
-		if flags&^(cudaHost|cudaStrict) != 0 {
-			return badArg("flags", "%#x: unknown bits (SK_CUDA_HOST %d, SK_CUDA_STRICT %d)", flags, cudaHost, cudaStrict)
+		if flags&^(cudaHost|cudaStrict|cudaAsync) != 0 {
+			return badArg("flags", "%#x: unknown bits (SK_CUDA_HOST %d, SK_CUDA_STRICT %d, SK_CUDA_ASYNC %d)", flags, cudaHost, cudaStrict, cudaAsync)
 		}
 		if st.tr != nil {
 			return badArg("store", "a remote store: device lookups read a local store's snapshots")
@@ -148,6 +152,11 @@ func attach(store uint64, ordinal, flags int32) (uint64, error) {
 			return err
 		}
 		d := &deviceObj{st: st, ordinal: int(ordinal), flags: flags, ctx: ctx}
+		if flags&cudaAsync != 0 {
+			if err := ctx.SetHostPath(cudagather.HostZeroCopy); err != nil {
+				return errors.Join(err, ctx.Close())
+			}
+		}
 		if err := warmupContext(ctx); err != nil {
 			return errors.Join(err, ctx.Close())
 		}

@@ -215,7 +215,7 @@ func columnOffsets(K int) []int64 {
 	return offs
 }
 
-// TestCUDALookup: host (zero-copy) and device-copy attachments, int32 and
+// TestCUDALookup: host (zero-copy), host with SK_CUDA_ASYNC and device-copy attachments, int32 and
 // int64 ids, token-major, head-major and padded outputs, with and without
 // offsets, small and ordered (T*K >= 16,384 from host tables) lookups,
 // enqueued on a stream into device buffers: byte for byte the CPU
@@ -225,7 +225,7 @@ func TestCUDALookup(t *testing.T) {
 	r := newRand(t)
 	st, rows, names := devStore(t, r)
 	cols := newCols(t, st, names...)
-	for _, flags := range []int32{0, cudaHost} {
+	for _, flags := range []int32{0, cudaHost, cudaHost | cudaAsync} {
 		dev := attachT(t, st, flags)
 		for _, T := range []int{8, 1024} {
 			for _, bits := range []int32{32, 64} {
@@ -252,6 +252,8 @@ func TestCUDALookup(t *testing.T) {
 				}
 			}
 		}
+		// One host attachment at a time: the next flags attach again.
+		require.NoError(t, detach(dev))
 	}
 }
 

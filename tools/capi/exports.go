@@ -35,6 +35,7 @@ typedef struct {
 enum {
 	SK_CUDA_HOST   = 1,
 	SK_CUDA_STRICT = 2,
+	SK_CUDA_ASYNC  = 4,
 };
 
 typedef struct {
@@ -99,6 +100,8 @@ const (
 	_ = uint8(cudaHost - int32(C.SK_CUDA_HOST))
 	_ = uint8(int32(C.SK_CUDA_STRICT) - cudaStrict)
 	_ = uint8(cudaStrict - int32(C.SK_CUDA_STRICT))
+	_ = uint8(int32(C.SK_CUDA_ASYNC) - cudaAsync)
+	_ = uint8(cudaAsync - int32(C.SK_CUDA_ASYNC))
 )
 
 // ret is every export's return: 0, or err's code with *e filled when e

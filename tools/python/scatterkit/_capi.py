@@ -48,6 +48,7 @@ ENV_CUDA = "SCATTERKIT_CUDA"
 # sk_cuda_attach's flags
 SK_CUDA_HOST = 1
 SK_CUDA_STRICT = 2
+SK_CUDA_ASYNC = 4
 
 
 class sk_error(ctypes.Structure):

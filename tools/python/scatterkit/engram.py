@@ -349,7 +349,11 @@ class EngramStore:
     CUDA lookups: cuda="host" (default: the snapshots are registered with
     the driver, pinned in full, and read over PCIe, zero-copy) or "device"
     (each table copied into device memory once per device); cuda_strict
-    (a lookup with a bad id writes nothing, one more kernel).
+    (a lookup with a bad id writes nothing, one more kernel); cuda_async
+    (with cuda="host": every lookup reads the host tables zero-copy, so
+    none synchronizes with its stream; by default a large lookup may be
+    gathered on the CPU, or split between the two, when the calibration
+    of this machine predicts it faster, and then waits for its ids).
     """
 
     def __init__(
@@ -368,6 +372,7 @@ class EngramStore:
         buffer_bytes: int | None = None,
         cuda: str = "host",
         cuda_strict: bool = False,
+        cuda_async: bool = False,
     ):
         self._open = False
         self._alive = [False]  # _open, for the lookup closure
@@ -379,7 +384,8 @@ class EngramStore:
         self._layers: dict[int, _Layer] = {}
         if cuda not in _CUDA_MODES:
             raise ValueError(f"scatterkit: cuda={cuda!r}: want 'host' (zero-copy) or 'device' (tables copied to the device)")
-        self._cuda_flags = _CUDA_MODES[cuda] | (_capi.SK_CUDA_STRICT if cuda_strict else 0)
+        self._cuda_flags = (_CUDA_MODES[cuda] | (_capi.SK_CUDA_STRICT if cuda_strict else 0)
+                            | (_capi.SK_CUDA_ASYNC if cuda_async else 0))
         self.cuda_mode = cuda
         self._devs: dict[int, int] = {}  # CUDA ordinal -> attachment handle (sk_cuda_attach)
         self._dev_k: dict[int, int] = {}  # ordinal -> K of its last lookup (sk_cuda_status decodes with it)

@@ -148,6 +148,26 @@ def test_layouts_offsets_repeats(gstore, rng, cuda, dtype):
     s.check_status()
 
 
+@pytest.mark.parametrize("cuda_async", [False, True])
+def test_large_lookups_any_host_path(gstore, rng, cuda, cuda_async):
+    """A lookup of 24,576 rows over 24 columns: with cuda_async every host
+    lookup is zero-copy; without it the attachment may gather it on the
+    CPU or split it (its calibration decides). The bytes are the same,
+    -1 rows untouched, in stream order."""
+    s, rows = gstore({"a": 20000, "b": 30000}, cuda_async=cuda_async)
+    names = ("a", "b") * 12
+    sizes = [rows[n].shape[0] for n in names]
+    T, K = 1024, len(names)
+    ids = rand_ids(rng, T, sizes, None, dtype=np.int64)
+    ids_d = to_dev(ids, cuda)
+    for _ in range(2):  # the first may calibrate the tables
+        p, out = poison_on(rng, (T, K, R), cuda)
+        s.lookup(names, ids_d, out)
+        torch.cuda.synchronize()
+        np.testing.assert_array_equal(out.cpu().numpy(), expected(p, names, rows, ids, None))
+    s.check_status()
+
+
 def test_bad_id_reported_rows_untouched(gstore, rng, cuda):
     s, rows = gstore({"a": 100, "b": 100})
     T, K = 16, 2
