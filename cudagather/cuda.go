@@ -564,6 +564,45 @@ func (c *Context) RegisterHost(rows []byte, numRows int64, rowBytes int) (*Table
 	return c.addTable(&Table{c: c, ptr: DevPtr(d), rows: numRows, rowBytes: rowBytes, host: rows}), nil
 }
 
+// registerHostSlices is RegisterHost with the memory registered in
+// slices of slice bytes (a multiple of the page size), one driver
+// registration each, for comparing how the device translates a table
+// registered whole and in pieces (BenchmarkHostTableBacking). The slices
+// must map to one contiguous device range (they do where host and device
+// share addresses, as on every 64-bit platform with unified addressing).
+func (c *Context) registerHostSlices(rows []byte, numRows int64, rowBytes int, slice int64) (*Table, error) {
+	if err := checkTable(rows, numRows, rowBytes); err != nil {
+		return nil, err
+	}
+	if slice < 4096 || slice%4096 != 0 {
+		return nil, &ArgError{Field: "slice", Reason: fmt.Sprintf("%d bytes: a positive multiple of 4096", slice)}
+	}
+	if err := c.enter(); err != nil {
+		return nil, err
+	}
+	var base DevPtr
+	undo := func(upto int64) {
+		for off := int64(0); off < upto; off += slice {
+			_ = C.sk_unregister(c.ctx, unsafe.Pointer(&rows[off]))
+		}
+	}
+	for off := int64(0); off < int64(len(rows)); off += slice {
+		var d C.CUdeviceptr
+		n := min(slice, int64(len(rows))-off)
+		if r := C.sk_register(c.ctx, unsafe.Pointer(&rows[off]), C.size_t(n), &d); r != C.CUDA_SUCCESS {
+			undo(off)
+			return nil, driverErr("cuMemHostRegister", r)
+		}
+		if off == 0 {
+			base = DevPtr(d)
+		} else if DevPtr(d) != base+DevPtr(off) {
+			undo(off + slice)
+			return nil, &ArgError{Field: "slice", Reason: "the slices' device addresses are not contiguous"}
+		}
+	}
+	return c.addTable(&Table{c: c, ptr: base, rows: numRows, rowBytes: rowBytes, host: rows, slice: slice}), nil
+}
+
 // Upload copies rows into device memory as a device table.
 func (c *Context) Upload(rows []byte, numRows int64, rowBytes int) (*Table, error) {
 	if err := checkTable(rows, numRows, rowBytes); err != nil {
@@ -594,7 +633,11 @@ func (t *Table) Close() error {
 		return nil
 	}
 	var err error
-	if t.host != nil {
+	if t.host != nil && t.slice > 0 {
+		for off := int64(0); off < int64(len(t.host)); off += t.slice {
+			err = firstErr(err, driverErr("cuMemHostUnregister", C.sk_unregister(t.c.ctx, unsafe.Pointer(&t.host[off]))))
+		}
+	} else if t.host != nil {
 		err = driverErr("cuMemHostUnregister", C.sk_unregister(t.c.ctx, unsafe.Pointer(&t.host[0])))
 	} else {
 		err = t.c.Free(t.ptr)

@@ -1747,3 +1747,100 @@ func TestStagedClose(t *testing.T) {
 		t.Fatalf("Lookup after Close: %v", err)
 	}
 }
+
+// BenchmarkHostTableBacking: what the driver and the kernel offer for the
+// span problem, at the size of BenchmarkHostTables (one table of
+// hostTableGiB, R=264, T=4096 K=24 random rows over all of it): the
+// table in transparent huge pages registered whole, the same registered
+// in slices of 1 GiB and of 64 MiB, and the table in 4 KiB pages
+// (MADV_NOHUGEPAGE), each read zero-copy, and staged for the two
+// backings. Rows checked against the CPU lookup. Lines "hostbacking ...".
+func BenchmarkHostTableBacking(b *testing.B) {
+	size := hostTableGiB() << 30
+	const R, K, T = 264, 24, 4096
+	rows := size / R
+	s, err := testCtx.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	r := newRand(b)
+	ids := make([]int64, T*K)
+	for i := range ids {
+		ids[i] = r.Int64N(rows)
+	}
+	idp := devBytes(b, idBytes(ids, true))
+	// Four id sets in turn when timing: no run finds the last one's rows
+	// in L2.
+	idSets := append([]DevPtr{idp}, randomIDSets(b, r, 3, T*K, rows)...)
+	out, _ := testCtx.Alloc(T * K * R)
+	defer testCtx.Free(out)
+	for _, huge := range []bool{true, false} {
+		buf, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			b.Fatal(err)
+		}
+		advice := unix.MADV_NOHUGEPAGE
+		if huge {
+			advice = unix.MADV_HUGEPAGE
+		}
+		_ = unix.Madvise(buf, advice)
+		fillSeeded(buf, 0xbac1)
+		b.Logf("hostbacking huge=%v: %s", huge, anonHuge())
+		want := make([]byte, T*K*R)
+		ref(want, slices.Repeat([][]byte{buf}, K), R, ids, T, K, 0, K*R, R, nil)
+		slicesOf := []int64{0}
+		if huge {
+			slicesOf = []int64{0, 1 << 30, 64 << 20}
+		}
+		for _, slice := range slicesOf {
+			t0 := time.Now()
+			var tab *Table
+			if slice == 0 {
+				tab, err = testCtx.RegisterHost(buf[:rows*R], rows, R)
+			} else {
+				tab, err = testCtx.registerHostSlices(buf[:rows*R], rows, R, slice)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			reg := time.Since(t0)
+			paths := []HostPath{HostZeroCopy}
+			if slice == 0 {
+				paths = append(paths, HostStaged)
+			}
+			for _, path := range paths {
+				req := &Request{Tables: slices.Repeat([]*Table{tab}, K), IDs: idp, IDs64: true, T: T, K: K, Out: out, OutBytes: T * K * R, Host: path}
+				req.TokenMajor(R)
+				if err := testCtx.Lookup(s, req); err != nil {
+					b.Fatal(err)
+				}
+				if err := testCtx.Status(s, K); err != nil {
+					b.Fatal(err)
+				}
+				got := make([]byte, T*K*R)
+				if err := testCtx.CopyOut(got, out); err != nil {
+					b.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					b.Fatalf("hostbacking huge=%v slice=%d %s: wrong rows", huge, slice, path)
+				}
+				turn := 0
+				per := timePer(b, s, 10, func() error {
+					turn++
+					req.IDs = idSets[turn%4]
+					return testCtx.Lookup(s, req)
+				})
+				b.Logf("hostbacking huge=%-5v slices=%-10d %-9s %8.1f us (registered in %v)", huge, slice, path, per.Seconds()*1e6, reg.Round(time.Millisecond))
+				jsonLine(map[string]any{"workload": fmt.Sprintf("cuda-hostbacking/huge=%v/slice=%d/%s", huge, slice, path), "transport": "cuda",
+					"mode": path.String(), "fragments": T * K, "payload_bytes": T * K * R, "table_bytes": size, "p50_ms": per.Seconds() * 1e3})
+			}
+			if err := tab.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := unix.Munmap(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -16,6 +16,7 @@ type Table struct {
 	rowBytes int
 	host     []byte           // the registered host memory (host tables)
 	cal      *HostCalibration // host tables: CalibrateHost's figures (under c.mu)
+	slice    int64            // host tables registered in slices of this many bytes (0: whole)
 }
 
 // Rows returns the table's row count.

@@ -8,7 +8,9 @@
 # comparison on device tables (BenchmarkRowKernels), the production-size
 # host tables (BenchmarkHostTables: two tables of GiB/2, K=24, offsets, 3%
 # -1) and their torch peer (torch_host.py: CPU index_select into pinned,
-# then one copy), and prints one table. JSON lines and logs go to $OUT.
+# then one copy), what huge pages and registration in slices change
+# (BenchmarkHostTableBacking), and prints one table. JSON lines and logs
+# go to $OUT.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$(mktemp -d)}
@@ -24,6 +26,9 @@ grep -E 'rowkernel' "$OUT/rowkernels.log" | sed 's/^ *cuda_test.go:[0-9]*: //'
 echo "== host tables of $CUDAGATHER_HOST_GIB GiB"
 timeout -k 5 400 .gpu/cudagather.test -test.run '^$' -test.bench HostTables -test.benchtime 1x -test.v >"$OUT/hosttables.log" 2>&1 || rc=1
 grep -E 'hosttable (memory|ceiling|registered)|FAIL|panic' "$OUT/hosttables.log" | sed 's/^ *cuda_test.go:[0-9]*: //'
+echo "== host table backing: huge pages or not, registered whole or in slices"
+timeout -k 5 300 .gpu/cudagather.test -test.run '^$' -test.bench HostTableBacking -test.benchtime 1x -test.v >"$OUT/backing.log" 2>&1 || rc=1
+grep -E 'hostbacking|FAIL|panic' "$OUT/backing.log" | sed 's/^ *cuda_test.go:[0-9]*: //'
 echo "== torch peer (CPU index_select into pinned + copy)"
 PYTHONUNBUFFERED=1 timeout -k 5 400 python3 .gpu/torch_host.py --gib "$CUDAGATHER_HOST_GIB" --json "$OUT/torch.jsonl" >"$OUT/torch.log" 2>&1 || rc=1
 grep -v '^{' "$OUT/torch.log" | tail -3
