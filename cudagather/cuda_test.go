@@ -1366,6 +1366,39 @@ func TestStagedLookup(t *testing.T) {
 	if _, err := testCtx.CalibrateHost(dt); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("CalibrateHost of a device table: %v", err)
 	}
+	// Rows larger than a pinned slot (2 MiB): staged refused, auto reads
+	// them zero-copy.
+	{
+		const R, rows = 3 << 20, 4
+		big := mapRows(t, r, R*rows)
+		bt, err := testCtx.RegisterHost(big, rows, R)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bt.Close()
+		bids := []int64{3, 0, 2}
+		breq := &Request{Tables: []*Table{bt}, IDs: devBytes(t, idBytes(bids, true)), IDs64: true, T: 3, K: 1, Host: HostStaged}
+		breq.TokenMajor(R)
+		breq.Out, breq.OutBytes = devBytes(t, make([]byte, 3*R)), 3*R
+		if err := testCtx.Lookup(s, breq); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("staged rows of 3 MiB: %v", err)
+		}
+		if _, err := testCtx.CalibrateHost(bt); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("calibrating rows of 3 MiB: %v", err)
+		}
+		breq.Host = HostAuto
+		if err := testCtx.Lookup(s, breq); err != nil {
+			t.Fatal(err)
+		}
+		if err := testCtx.Status(s, 1); err != nil {
+			t.Fatal(err)
+		}
+		got, want := make([]byte, 3*R), make([]byte, 3*R)
+		ref(want, [][]byte{big}, R, bids, 3, 1, 0, R, R, nil)
+		if err := testCtx.CopyOut(got, breq.Out); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("auto rows of 3 MiB: %v, equal %v", err, bytes.Equal(got, want))
+		}
+	}
 	bad := *req
 	bad.Host = 9
 	if err := testCtx.Lookup(s, &bad); !errors.Is(err, ErrInvalid) {

@@ -75,7 +75,8 @@
 //     two, was calibrated already, or ahead by the caller), the split
 //     where both parts take equal predicted times.
 //
-// A staged or split lookup returns once its rows have been gathered (its
+// Rows larger than a pinned slot (2 MiB) are read zero-copy only. A
+// staged or split lookup returns once its rows have been gathered (its
 // copies and last pass are still in flight on the stream). Under graph
 // capture HostAuto runs zero-copy (a graph cannot replay a CPU gather),
 // and HostStaged or HostSplit return ErrStagedCapture.

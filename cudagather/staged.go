@@ -741,6 +741,9 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 	if t.host == nil {
 		return HostCalibration{}, &ArgError{Field: "table", Reason: "a device table (only host tables have two paths)"}
 	}
+	if int64(t.rowBytes) > stagedChunk {
+		return HostCalibration{}, &ArgError{Field: "table", Reason: fmt.Sprintf("rows of %d bytes: only the zero-copy path reads rows larger than %d", t.rowBytes, stagedChunk)}
+	}
 	if c.pool == nil {
 		return HostCalibration{}, fmt.Errorf("%w: CPU-staged lookups need the device's stream-ordered memory pools", ErrNotSupported)
 	}
@@ -844,6 +847,13 @@ func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int
 	}
 	if want == HostZeroCopy {
 		return HostZeroCopy, 0, nil
+	}
+	// A row larger than a pinned slot cannot be staged.
+	if R := int64(r.Tables[0].rowBytes); R > stagedChunk {
+		if want == HostAuto {
+			return HostZeroCopy, 0, nil
+		}
+		return 0, 0, &ArgError{Field: "Host", Reason: fmt.Sprintf("%s: rows of %d bytes; the staged path takes rows of at most %d", want, R, stagedChunk)}
 	}
 	capt, err := c.capturing(s)
 	if err != nil {
