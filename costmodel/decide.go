@@ -125,12 +125,20 @@ func Decide(p Params, g Geometry) Decision {
 		return d.fallback(err)
 	}
 	m := newModel(&p, g)
+	return d.settle(&m, bytesUp(cMin(&p)))
+}
+
+// settle fills d from m (its geometry, and Decide's or DecideStaged's
+// pricing): the direct candidate, the best gather candidate of the search
+// from cmin, and the choice by the margin rule.
+func (d Decision) settle(m *model, cmin int64) Decision {
+	g, p := m.g, m.p
 	d.Direct = Candidate{Mode: ModeDirect, K: g.N, Total: duration(m.direct(g.S, g.N))}
 	d.Gather = Candidate{Mode: ModeGather, Total: Forever}
-	d.CMin = bytesUp(cMin(&p))
+	d.CMin = cmin
 	d.Evaluated = 1
 	var best choice
-	search(&m, func(c, k int64, w int, total float64) {
+	search(m, func(c, k int64, w int, total float64) {
 		d.Evaluated++
 		best.offer(c, k, w, total)
 	})

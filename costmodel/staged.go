@@ -79,24 +79,7 @@ func DecideStaged(p Params, g Geometry, s Staged) Decision {
 		return d.fallback(err)
 	}
 	m := newStagedModel(&p, g, s)
-	d.Direct = Candidate{Mode: ModeDirect, K: g.N, Total: duration(m.direct(g.S, g.N))}
-	d.Gather = Candidate{Mode: ModeGather, Total: Forever}
-	d.CMin = m.stagedLow()
-	d.Evaluated = 1
-	var best choice
-	search(&m, func(c, k int64, w int, total float64) {
-		d.Evaluated++
-		best.offer(c, k, w, total)
-	})
-	if best.c != 0 {
-		t := m.gather(best.c, best.k, best.w)
-		d.Gather = t.candidate(d.CMin)
-	}
-	d.Mode, d.Chosen = ModeDirect, d.Direct
-	if gatherWins(d.Gather.Total, d.Direct.Total, p.Margin) {
-		d.Mode, d.Chosen = ModeGather, d.Gather
-	}
-	return d
+	return d.settle(&m, m.stagedLow())
 }
 
 // TStaged is T_stag (see DecideStaged) for c-byte chunks with workers

@@ -475,8 +475,9 @@ func newConnState(e *Engine, c verbs.Conn) *connState {
 const (
 	bwMinBytes   = 1 << 20
 	bwMinRequest = 256 << 10
-	// bwMaxStep bounds how far one sample moves the bandwidth (a factor),
-	// as costmodel.MaxPackStep bounds the moving measures.
+	// bwMaxStep bounds how far one sample moves the bandwidth or the
+	// staged per-call cost (a factor), as costmodel.MaxPackStep bounds the
+	// moving measures.
 	bwMaxStep = 4
 )
 
@@ -487,14 +488,8 @@ const (
 func (cs *connState) observeDirect(n int, b uint64, window time.Duration) {
 	const minRequests = 256
 	if n > 0 && window > 0 && b >= bwMinBytes && b/uint64(n) >= bwMinRequest {
-		bw := float64(b) / window.Seconds()
 		cs.rateMu.Lock()
-		if cs.bandwidth == 0 {
-			cs.bandwidth = bw
-		} else {
-			bw = min(max(bw, cs.bandwidth/bwMaxStep), cs.bandwidth*bwMaxStep)
-			cs.bandwidth += costmodel.DefaultAlpha * (bw - cs.bandwidth)
-		}
+		moveTo(&cs.bandwidth, float64(b)/window.Seconds())
 		cs.rateMu.Unlock()
 		return
 	}
@@ -538,13 +533,19 @@ func (cs *connState) observeStagedCall(d time.Duration, st *gatherwire.Stats, n 
 		return
 	}
 	cs.rateMu.Lock()
-	if cs.stagedFixed == 0 {
-		cs.stagedFixed = x
-	} else {
-		x = min(max(x, cs.stagedFixed/bwMaxStep), cs.stagedFixed*bwMaxStep)
-		cs.stagedFixed += costmodel.DefaultAlpha * (x - cs.stagedFixed)
-	}
+	moveTo(&cs.stagedFixed, x)
 	cs.rateMu.Unlock()
+}
+
+// moveTo moves the moving average *v (0: no sample yet) toward sample x
+// > 0, by at most a factor of bwMaxStep per sample.
+func moveTo(v *float64, x float64) {
+	if *v == 0 {
+		*v = x
+		return
+	}
+	x = min(max(x, *v/bwMaxStep), *v*bwMaxStep)
+	*v += costmodel.DefaultAlpha * (x - *v)
 }
 
 // stagedCallFixed returns the measured per-call cost of staged READs, 0
