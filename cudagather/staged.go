@@ -855,6 +855,15 @@ func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int
 		}
 		return 0, 0, &ArgError{Field: "Host", Reason: fmt.Sprintf("%s: rows of %d bytes; the staged path takes rows of at most %d", want, R, stagedChunk)}
 	}
+	if want == HostAuto {
+		// What the calibrations at hand predict zero-copy (every small
+		// lookup) needs no further call: no capture check on its way.
+		if f, ok := c.hostFigures(r, false); ok {
+			if p, _ := f.choose(r, n); p == HostZeroCopy {
+				return HostZeroCopy, 0, nil
+			}
+		}
+	}
 	capt, err := c.capturing(s)
 	if err != nil {
 		return 0, 0, err
@@ -872,52 +881,81 @@ func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int
 	if want == HostAuto && (capt || c.pool == nil) {
 		return HostZeroCopy, 0, nil
 	}
-	// The columns' figures, averaged: each column is a share of the rows.
-	var zf, zr, sf, sr float64
-	for _, t := range r.Tables {
-		cal, ok := t.Calibration()
-		if !ok {
-			// A table of a class already measured (its row size, its
-			// span within a factor of two) takes that class's figures:
-			// a store of many like tables is calibrated once, not once a
-			// table on its first lookup.
-			c.mu.Lock()
-			cal, ok = c.calClass[classOf(t)]
-			c.mu.Unlock()
-		}
-		if !ok {
-			if cal, err = c.CalibrateHost(t); err != nil {
-				return 0, 0, err
-			}
-		}
-		zf += cal.ZeroCopyFixed.Seconds()
-		zr += cal.ZeroCopyPerRow
-		sf += cal.StagedFixed.Seconds()
-		sr += cal.StagedPerRow
+	f, _ := c.hostFigures(r, true)
+	if f.err != nil {
+		return 0, 0, f.err
 	}
-	k := float64(r.K)
-	zf, zr, sf, sr = zf/k, zr/k, sf/k, sr/k
-	nf := float64(n)
-	zero, staged := zf+nf*zr, sf+nf*sr
-	// The split's zero-copy rows z: zf + z*zr = sf + (n-z)*sr, in whole
-	// tokens, at least one token each way.
-	tz = r.T / 2
-	if zr+sr > 0 {
-		z := (sf - zf + nf*sr) / (zr + sr)
-		tz = int(z/k + 0.5)
-	}
-	tz = min(max(tz, 1), r.T-1)
+	path, tz = f.choose(r, n)
 	if want == HostSplit {
 		return HostSplit, tz, nil
 	}
-	split := max(zf+float64(tz)*k*zr, sf+float64(r.T-tz)*k*sr)
+	return path, tz, nil
+}
+
+// hostFigures are the columns' calibrations averaged (each column is a
+// share of the rows): fixed and per-row seconds of each path.
+type hostFigures struct {
+	zf, zr, sf, sr float64
+	err            error
+}
+
+// hostFigures gathers r's tables' calibrations: a table's own, or that of
+// a table of its class already measured (its row size, its span within a
+// factor of two: a store of many like tables is calibrated once), or,
+// with calibrate, one made now. ok is false when a table has none (and
+// calibrate is false).
+func (c *Context) hostFigures(r *Request, calibrate bool) (f hostFigures, ok bool) {
+	var missing *Table
+	c.mu.Lock() // t.cal and calClass are written under c.mu: one lock for all columns
+	for _, t := range r.Tables {
+		cal, have := HostCalibration{}, t.cal != nil
+		if have {
+			cal = *t.cal
+		} else if cal, have = c.calClass[classOf(t)]; !have {
+			missing = t
+			break
+		}
+		f.zf += cal.ZeroCopyFixed.Seconds()
+		f.zr += cal.ZeroCopyPerRow
+		f.sf += cal.StagedFixed.Seconds()
+		f.sr += cal.StagedPerRow
+	}
+	c.mu.Unlock()
+	if missing != nil {
+		if !calibrate {
+			return hostFigures{}, false
+		}
+		if _, err := c.CalibrateHost(missing); err != nil {
+			return hostFigures{err: err}, false
+		}
+		return c.hostFigures(r, true) // it has one now
+	}
+	k := float64(r.K)
+	f.zf, f.zr, f.sf, f.sr = f.zf/k, f.zr/k, f.sf/k, f.sr/k
+	return f, true
+}
+
+// choose is the fastest predicted path for r's n rows: a split (its
+// zero-copy tokens tz, where both parts take equal predicted times, at
+// least one token each way; not for strict lookups) when it beats both
+// others by 5%, else staged or zero-copy. tz is the split's even when it
+// is not chosen.
+func (f hostFigures) choose(r *Request, n int64) (HostPath, int) {
+	nf, k := float64(n), float64(r.K)
+	zero, staged := f.zf+nf*f.zr, f.sf+nf*f.sr
+	tz := r.T / 2
+	if f.zr+f.sr > 0 {
+		tz = int((f.sf-f.zf+nf*f.sr)/(f.zr+f.sr)/k + 0.5)
+	}
+	tz = min(max(tz, 1), max(r.T-1, 1))
+	split := max(f.zf+float64(tz)*k*f.zr, f.sf+float64(r.T-tz)*k*f.sr)
 	switch {
 	case !r.Strict && r.T >= 2 && split < 0.95*min(zero, staged):
-		return HostSplit, tz, nil
+		return HostSplit, tz
 	case staged < zero:
-		return HostStaged, 0, nil
+		return HostStaged, tz
 	}
-	return HostZeroCopy, 0, nil
+	return HostZeroCopy, tz
 }
 
 // lookupSplit runs a checked plan p of r (every table a host table) as a
