@@ -87,8 +87,17 @@
 // WRITE per chunk, up to P in flight; a rows plan's chunk is sent as its
 // carrying ids in the rows form, a ranges plan's as its source ranges),
 // and the engine scatters each landed chunk into its destination runs
-// (Trace.Staged; ModeAuto prices it against direct). Config.ChunkedRead (experimental, off) sends a plain
-// READ gather as a command per chunk the same way, landing in place.
+// (Trace.Staged). costmodel.DecideStaged prices and shapes it (its P calls
+// in flight, each carrying its chunk through the owner's packing, the
+// link and this side's scatter), with the Conn's measured per-call cost as
+// T_chunk_fixed; ModeAuto weighs it against direct. Config.ChunkedRead
+// (experimental, off) sends a plain READ gather as a command per chunk
+// the same way, landing in place.
+//
+// Measured link figures: direct operations of at least 1 MiB in requests
+// of at least 256 KiB feed the Conn's bandwidth, which replaces the
+// connect probe's B_net in every later decision; other direct operations
+// feed its request rate.
 //
 // Inline reply: a READ gather of at most Config.InlineMax payload
 // bytes (default 256 KiB; the whole plan, not a hybrid's part) sets
