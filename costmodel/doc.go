@@ -56,6 +56,16 @@
 // link and queue carrying both parts' bytes and requests. The best
 // threshold is compared with all-direct under the same margin.
 //
+// DecideStaged prices a staged READ, the gather a destination as
+// fragmented as its source takes: a command per chunk with P calls in
+// flight, each carrying its chunk through the owner's packing, the link
+// and the requester's scatter (Staged: its copy rates and destination
+// runs) one after the other. T_stag is the slower of the pipeline (the
+// first P chunks packed at once, the slowest stage, the last chunk's
+// transfer and scatter) and one call slot running its chunks back to back
+// (TStaged); its search starts at B_net*L/MaxP, a call's fixed cost being
+// priced in the call.
+//
 // # Parameters and where they come from
 //
 // From the transport (its active contexts and configuration): BNet (link
