@@ -686,22 +686,7 @@ func BenchmarkVariants(b *testing.B) {
 			}
 			p.kernel = v
 			name := v.name + "_c64"
-			if err := testCtx.Memset(out, 0x77, int64(n*R), s); err != nil {
-				b.Fatal(err)
-			}
-			if err := testCtx.enqueue(s, req, &p); err != nil {
-				b.Fatal(err)
-			}
-			got := make([]byte, n*R)
-			if err := testCtx.Sync(s); err != nil {
-				b.Fatal(err)
-			}
-			if err := testCtx.CopyOut(got, out); err != nil {
-				b.Fatal(err)
-			}
-			if !bytes.Equal(got, wantRows) {
-				b.Fatalf("variant %s: wrong rows", v.name)
-			}
+			checkVariant(b, s, req, &p, wantRows, "variant "+v.name)
 			for _, mult := range []int64{1} { // x resident blocks
 				blocks := int64(testCtx.sms) * int64(testCtx.occ[name]) * mult
 				if mult == 0 {
@@ -709,11 +694,7 @@ func BenchmarkVariants(b *testing.B) {
 				}
 				// Four id sets in turn, so no run finds the previous run's
 				// rows in the 60 MB L2.
-				var ps [4]plan
-				for i := range ps {
-					ps[i] = p
-					binary.LittleEndian.PutUint64(ps[i].args[0:], uint64(idSets[i]))
-				}
+				ps := idPlans(&p, idSets)
 				turn := 0
 				per := timePer(b, s, 200, func() error {
 					f := testCtx.fns[name]
@@ -1169,27 +1150,8 @@ func BenchmarkRowKernels(b *testing.B) {
 			for i, v := range variants {
 				p := base
 				p.kernel = v
-				if err := testCtx.Memset(out, 0x77, int64(n*R), s); err != nil {
-					b.Fatal(err)
-				}
-				if err := testCtx.enqueue(s, req, &p); err != nil {
-					b.Fatal(err)
-				}
-				got := make([]byte, n*R)
-				if err := testCtx.Sync(s); err != nil {
-					b.Fatal(err)
-				}
-				if err := testCtx.CopyOut(got, out); err != nil {
-					b.Fatal(err)
-				}
-				if !bytes.Equal(got, want) {
-					b.Fatalf("R=%d N=%d %s: wrong rows", R, n, v.name)
-				}
-				var ps [4]plan
-				for j := range ps {
-					ps[j] = p
-					binary.LittleEndian.PutUint64(ps[j].args[0:], uint64(idSets[j]))
-				}
+				checkVariant(b, s, req, &p, want, fmt.Sprintf("R=%d N=%d %s", R, n, v.name))
+				ps := idPlans(&p, idSets)
 				turn := 0
 				per := timePer(b, s, 100, func() error {
 					turn++
@@ -1876,4 +1838,38 @@ func BenchmarkHostTableBacking(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// checkVariant runs plan p of req (its kernel forced) on a poisoned
+// output and fails unless the output is want.
+func checkVariant(b *testing.B, s Stream, req *Request, p *plan, want []byte, what string) {
+	b.Helper()
+	if err := testCtx.Memset(req.Out, 0x77, int64(len(want)), s); err != nil {
+		b.Fatal(err)
+	}
+	if err := testCtx.enqueue(s, req, p); err != nil {
+		b.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if err := testCtx.Sync(s); err != nil {
+		b.Fatal(err)
+	}
+	if err := testCtx.CopyOut(got, req.Out); err != nil {
+		b.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		b.Fatalf("%s: wrong rows", what)
+	}
+}
+
+// idPlans is p once per id set (the ids' address patched into each
+// parameter block), for timing with the sets in turn so that no run
+// finds the previous run's rows in L2.
+func idPlans(p *plan, idSets []DevPtr) [4]plan {
+	var ps [4]plan
+	for i := range ps {
+		ps[i] = *p
+		binary.LittleEndian.PutUint64(ps[i].args[0:], uint64(idSets[i%len(idSets)]))
+	}
+	return ps
 }
