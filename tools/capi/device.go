@@ -131,6 +131,9 @@ func attach(store uint64, ordinal, flags int32) (uint64, error) {
 		if flags&^(cudaHost|cudaStrict|cudaAsync) != 0 {
 			return badArg("flags", "%#x: unknown bits (SK_CUDA_HOST %d, SK_CUDA_STRICT %d, SK_CUDA_ASYNC %d)", flags, cudaHost, cudaStrict, cudaAsync)
 		}
+		if flags&cudaAsync != 0 && flags&cudaHost == 0 {
+			return badArg("flags", "SK_CUDA_ASYNC without SK_CUDA_HOST: it settles how host tables are read, and a device-copy attachment reads none")
+		}
 		if st.tr != nil {
 			return badArg("store", "a remote store: device lookups read a local store's snapshots")
 		}

@@ -473,8 +473,10 @@ func TestCUDALifetime(t *testing.T) {
 	requireCode(t, codeInval, err)
 	_, err = attach(st, -1, 0)
 	requireCode(t, codeInval, err)
-	_, err = attach(st, 0, 4)
-	requireCode(t, codeInval, err)
+	_, err = attach(st, 0, 8)
+	requireCode(t, codeInval, err) // an unknown bit
+	_, err = attach(st, 0, cudaAsync)
+	requireCode(t, codeInval, err) // SK_CUDA_ASYNC reads host tables: no meaning without SK_CUDA_HOST
 	_, err = attach(^uint64(0), 0, 0)
 	requireCode(t, codeClosed, err)
 

@@ -384,6 +384,8 @@ class EngramStore:
         self._layers: dict[int, _Layer] = {}
         if cuda not in _CUDA_MODES:
             raise ValueError(f"scatterkit: cuda={cuda!r}: want 'host' (zero-copy) or 'device' (tables copied to the device)")
+        if cuda_async and cuda != "host":
+            raise ValueError(f"scatterkit: cuda_async=True with cuda={cuda!r}: it settles how host tables are read, so it needs cuda='host'")
         self._cuda_flags = (_CUDA_MODES[cuda] | (_capi.SK_CUDA_STRICT if cuda_strict else 0)
                             | (_capi.SK_CUDA_ASYNC if cuda_async else 0))
         self.cuda_mode = cuda

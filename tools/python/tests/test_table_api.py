@@ -575,6 +575,8 @@ def test_cuda_calls_on_cpu_library(make_store, rng):
 def test_cuda_options(tmp_path):
     with pytest.raises(ValueError, match="cuda="):
         EngramStore(tables={"a": {"num_rows": 1, "row_bytes": 8}}, local_dir=tmp_path, cuda="pinned")
+    with pytest.raises(ValueError, match="cuda_async"):  # it chooses how host tables are read
+        EngramStore(tables={"a": {"num_rows": 1, "row_bytes": 8}}, local_dir=tmp_path, cuda="device", cuda_async=True)
 
 
 def test_stream_handles(make_store):
