@@ -56,8 +56,10 @@ func TestGatherWriteStagingBound(t *testing.T) {
 // TestGatherStagedFragmentedDestination: a READ whose destination is as
 // fragmented as its source (shuffled slots with gaps; for rows, one row a
 // token with padding between tokens, some ids -1) gathers through the
-// engine's staging: the owner WRITEs each chunk as one run into a lease of
-// C (a rows chunk sent as its carrying ids in the rows form), the engine
+// engine's staging, a call per chunk (a rows chunk sent as its carrying
+// ids in the rows form): the owner answers each inline (the chunk's bytes
+// in the reply; chunks no larger than the inline limit) or, with inline
+// replies off, WRITEs the chunk as one run into a lease of C; the engine
 // scatters it. Forced gather and ModeAuto (which may pick direct on this
 // machine) both leave the right bytes, poison between the slots and in
 // the -1 rows untouched; the staging stays within P x C and nothing
@@ -68,50 +70,66 @@ func TestGatherStagedFragmentedDestination(t *testing.T) {
 		if !be.exposeRegistered {
 			continue // shm cannot expose a registered staging arena
 		}
-		t.Run(be.name, func(t *testing.T) {
-			r := verbstest.NewRand(t)
-			f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes,
-				reqStaging: true, lanes: 2})
-			var bound int64
-			for i := range 8 {
-				n := 2000 + r.IntN(5000) // above the inline reply's 256 KiB: staged, not inline
-				p := fragmentedPlan(r, tableBytes, n, 200, 56)
-				if i%2 == 1 {
-					p = stridedPlan(r, tableBytes, n, 1, 200, 56)
-				}
-				for _, mode := range []engine.Mode{engine.ModeGather, engine.ModeAuto} {
-					res := f.run(t, verbs.OpRead, p, mode)
-					if mode == engine.ModeGather {
-						require.Equal(t, engine.ModeGather, res.Mode, "op %d: fallback %v: %v", i, res.Fallback, res.FallbackErr)
-						require.True(t, res.Trace.Staged, "op %d: %d fragments, not staged (inline %v)", i, n, res.Trace.Inline)
-					}
-					if res.Trace.Staged {
-						pc := res.Trace.ChunkBytes * int64(res.Trace.Slots)
-						require.LessOrEqual(t, res.Trace.StagingPeak, pc, "op %d", i)
-						c := uint64(res.Trace.ChunkBytes)
-						if p.Form == planfmt.FormRows {
-							c -= c % p.Rows.RowSize // a rows chunk holds whole rows
-						}
-						require.Equal(t, (uint64(res.Bytes)+c-1)/c, uint64(res.Trace.Waves))
-						bound = max(bound, pc)
-						// Shaped by the staged model: its calls in
-						// flight and its chunk (rounded down to a power
-						// of two, at least the pool's smallest lease),
-						// not the one-command pipeline's.
-						_, ok := res.Decision.Staged()
-						require.True(t, ok, "op %d: a staged READ decided by DecideStaged", i)
-						require.LessOrEqual(t, res.Trace.Slots, max(res.Decision.Gather.P, 1), "op %d", i)
-						minSlot := int64(f.reqStaging.Pool().Stats().MinSlot)
-						require.LessOrEqual(t, res.Trace.ChunkBytes, max(res.Decision.Gather.C, minSlot), "op %d", i)
-					}
-				}
-			}
-			ps := f.reqStaging.Pool().Stats()
-			require.LessOrEqual(t, int64(ps.Peak), bound)
-			require.Zero(t, ps.InUse, "requester staging still leased")
-			require.Zero(t, f.ownerStaging.Pool().Stats().InUse, "owner staging still leased")
-		})
+		for _, inline := range []int64{0, -1} {
+			t.Run(fmt.Sprintf("%s/inline=%d", be.name, inline), func(t *testing.T) {
+				testGatherStaged(t, be, inline)
+			})
+		}
 	}
+}
+
+func testGatherStaged(t *testing.T, be backend, inlineMax int64) {
+	r := verbstest.NewRand(t)
+	f := newFixture(t, r, fixtureConfig{backend: be, tableBytes: tableBytes, localBytes: localBytes,
+		reqStaging: true, lanes: 2, engine: engine.Config{InlineMax: inlineMax}})
+	var bound int64
+	for i := range 8 {
+		n := 2000 + r.IntN(5000) // above the inline reply's 256 KiB: staged, not inline
+		p := fragmentedPlan(r, tableBytes, n, 200, 56)
+		if i%2 == 1 {
+			p = stridedPlan(r, tableBytes, n, 1, 200, 56)
+		}
+		for _, mode := range []engine.Mode{engine.ModeGather, engine.ModeAuto} {
+			inlined := f.svc.Stats().Inline
+			res := f.run(t, verbs.OpRead, p, mode)
+			inlined = f.svc.Stats().Inline - inlined
+			if mode == engine.ModeGather {
+				require.Equal(t, engine.ModeGather, res.Mode, "op %d: fallback %v: %v", i, res.Fallback, res.FallbackErr)
+				require.True(t, res.Trace.Staged, "op %d: %d fragments, not staged (inline %v)", i, n, res.Trace.Inline)
+			}
+			if res.Trace.Staged {
+				require.False(t, res.Trace.Inline, "op %d", i)
+				if inlineMax < 0 {
+					require.Zero(t, inlined, "op %d: inline replies are off", i)
+				} else {
+					// Every call answered inline, its chunk within the limit.
+					require.Equal(t, uint64(res.Trace.Waves), inlined, "op %d", i)
+					require.LessOrEqual(t, res.Trace.ChunkBytes, int64(engine.DefaultInlineMax), "op %d", i)
+				}
+				pc := res.Trace.ChunkBytes * int64(res.Trace.Slots)
+				require.LessOrEqual(t, res.Trace.StagingPeak, pc, "op %d", i)
+				c := uint64(res.Trace.ChunkBytes)
+				if p.Form == planfmt.FormRows {
+					c -= c % p.Rows.RowSize // a rows chunk holds whole rows
+				}
+				require.Equal(t, (uint64(res.Bytes)+c-1)/c, uint64(res.Trace.Waves))
+				bound = max(bound, pc)
+				// Shaped by the staged model: its calls in
+				// flight and its chunk (rounded down to a power
+				// of two, at least the pool's smallest lease),
+				// not the one-command pipeline's.
+				_, ok := res.Decision.Staged()
+				require.True(t, ok, "op %d: a staged READ decided by DecideStaged", i)
+				require.LessOrEqual(t, res.Trace.Slots, max(res.Decision.Gather.P, 1), "op %d", i)
+				minSlot := int64(f.reqStaging.Pool().Stats().MinSlot)
+				require.LessOrEqual(t, res.Trace.ChunkBytes, max(res.Decision.Gather.C, minSlot), "op %d", i)
+			}
+		}
+	}
+	ps := f.reqStaging.Pool().Stats()
+	require.LessOrEqual(t, int64(ps.Peak), bound)
+	require.Zero(t, ps.InUse, "requester staging still leased")
+	require.Zero(t, f.ownerStaging.Pool().Stats().InUse, "owner staging still leased")
 }
 
 // TestDirectLargeSpanPieces: a direct span longer than a piece is posted

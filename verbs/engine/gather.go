@@ -296,7 +296,7 @@ func (op *Operation) addOwnerStats(st *gatherwire.Stats, call time.Duration) {
 	t.Slots = int(st.Slots)
 	t.PackWorkers = int(st.Workers)
 	t.StagingPeak = max(t.StagingPeak, int64(st.Peak))
-	t.Inline = t.Inline || st.Inline
+	t.Inline = t.Inline || st.Inline && !op.g.staged // a staged call's inline reply is one chunk's
 	t.Waves++
 }
 
@@ -310,6 +310,7 @@ type chunkSlot struct {
 	at        uint64          // staged READ: the chunk's stream offset
 	runs      []planfmt.Run   // staged READ: the destination runs it touches
 	scatter   time.Duration   // staged READ: its scatter
+	inline    bool            // staged READ: its call asked for an inline reply
 	ranges    []planfmt.Range // the command's ranges, built in place
 	ids32     []int32         // staged READ of rows: the chunk's carrying ids, built in place
 	ids64     []int64
@@ -598,6 +599,9 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 			Chunk: uint64(chunk), Pipeline: 1, // one chunk per command; P commands in flight
 			Plan: sub,
 		}
+		if w.inline = int64(n) <= op.g.stagedInline; w.inline {
+			cmd.Flags |= planfmt.FlagInlineReply
+		}
 		w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
 		return err == nil, err, FallbackAborted
 	}
@@ -609,14 +613,22 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 }
 
 // stagedCall sends one staged chunk's command and, once the chunk has
-// landed in its lease, scatters it into its destination runs.
+// landed (in its lease, or inside the reply when it asked for that),
+// scatters it into its destination runs.
 func (op *Operation) stagedCall(w *chunkSlot) {
 	w.st, w.scatter = gatherwire.Stats{}, 0
 	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
+	if w.err == nil && w.st.Inline && (!w.inline || len(w.resp) != gatherwire.ReplySize+w.n) {
+		w.err = &WireError{Message: "reply", Field: "flags",
+			Reason: fmt.Sprintf("inline payload of %d bytes for a staged chunk of %d (inline asked: %v)", len(w.resp)-gatherwire.ReplySize, w.n, w.inline)}
+	}
 	if w.err == nil && w.st.Dir == verbs.OpRead && w.st.Payload == uint64(w.n) {
 		t := time.Now()
 		local := op.sop.Local.Bytes()[op.sop.LocalOff:]
 		buf := w.lease.Bytes()[:w.n]
+		if w.st.Inline {
+			buf = w.resp[gatherwire.ReplySize:]
+		}
 		rc := packstream.RunCursor{Runs: w.runs}
 		rc.Each(w.at, w.at+uint64(w.n), func(dst, at, l uint64) {
 			copy(local[dst:dst+l], buf[at-w.at:at-w.at+l])

@@ -67,6 +67,7 @@ type gatherState struct {
 	slots           int             // staging slots P
 	inline          bool            // a READ gather would be answered inline
 	staged          bool            // a READ gather lands in the engine's staging and is scattered here
+	stagedInline    int64           // staged: the largest chunk its calls ask to be answered inline (0: none)
 	chunked         bool            // a READ gather sent as a command per chunk (Config.ChunkedRead)
 	spans           []planfmt.Range // staged and chunked READ: the plan's spans in stream order
 	wslots          []*chunkSlot    // a gather sent per chunk: its chunks in flight, reused
@@ -242,6 +243,7 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 func (op *Operation) decide() {
 	want := op.sop.Mode
 	op.chosen, op.mode, op.g.inline, op.g.staged, op.g.chunked = ModeDirect, ModeDirect, false, false, false
+	op.g.stagedInline = 0
 	if op.geom.Bytes == 0 || want == ModeDirect {
 		return
 	}
@@ -279,6 +281,7 @@ func (op *Operation) decide() {
 			// Its calls carry one chunk each through the owner's packing,
 			// the link and this side's scatter: priced, and shaped, as
 			// such (costmodel.DecideStaged).
+			op.g.stagedInline = op.stagedInlineMax(info)
 			op.dec = costmodel.DecideStaged(op.stagedParams(p), g, costmodel.Staged{
 				BMem: op.e.local.BMem, RCopy: op.e.local.RCopy, Runs: int64(op.geom.Runs)})
 			cand = op.dec.Gather
@@ -335,7 +338,27 @@ func (op *Operation) stagedParams(p costmodel.Params) costmodel.Params {
 	if p.MaxChunk == 0 || int64(ps.MaxSlot) < p.MaxChunk {
 		p.MaxChunk = int64(ps.MaxSlot)
 	}
+	if lim := op.g.stagedInline; lim > 0 {
+		p.MaxChunk = min(p.MaxChunk, lim)
+	}
 	return p
+}
+
+// stagedInlineMax is the largest chunk of a staged READ whose call asks
+// the owner for an inline reply (the chunk's packed bytes inside the
+// reply, scattered from there), or 0 when inline replies are off on
+// either side or smaller than the engine's smallest lease. Answered
+// inline, a call is one round trip: the owner packs into its reply
+// instead of WRITEing the chunk into the lease and waiting for the
+// WRITE's acknowledgement before it replies. The lease is held all the
+// same, so whatever the owner answers, it can only write where the
+// operation owns the staging.
+func (op *Operation) stagedInlineMax(info *OwnerInfo) int64 {
+	lim := min(op.e.cfg.InlineMax, info.InlineMax)
+	if lim < int64(op.e.cfg.Staging.Pool().Stats().MinSlot) || lim < info.MinChunk {
+		return 0
+	}
+	return lim
 }
 
 // inlineTime predicts a READ gather answered inline: the gather front
@@ -488,6 +511,10 @@ func (op *Operation) shape(info *OwnerInfo, cand costmodel.Candidate) bool {
 		ps := op.e.cfg.Staging.Pool().Stats()
 		maxChunk, budget = min(maxChunk, int64(ps.MaxSlot)), min(budget, int64(ps.Budget))
 		minChunk = max(minChunk, int64(ps.MinSlot))
+	}
+	if op.g.staged && op.g.stagedInline > 0 {
+		// Its calls are answered inline: no chunk above the inline limit.
+		maxChunk = min(maxChunk, op.g.stagedInline)
 	}
 	// C is the model's chunk rounded down to a power of two, shaped by
 	// the rule the owner applies too (gatherwire.ChunkShape): exactly the

@@ -69,10 +69,12 @@ type Trace struct {
 	// payload inside the reply; no staging, no bulk WRITEs). Its Window
 	// is the owner's packing plus the engine's copy into place.
 	Inline bool
-	// Staged reports a READ gather landed chunk by chunk in the engine's
-	// staging (one bulk WRITE per chunk) and scattered into a destination
-	// too fragmented for the owner to WRITE run by run; Scatter is the
-	// engine's scatter time, summed over chunks.
+	// Staged reports a READ gather landed chunk by chunk in the engine
+	// (a call per chunk: its packed bytes inside the call's reply when
+	// the chunk fits both sides' inline limit, else WRITEn into a lease
+	// of the engine's staging) and scattered into a destination too
+	// fragmented for the owner to WRITE run by run; Scatter is the
+	// engine's scatter time, summed over chunks. Inline stays false.
 	Staged bool
 }
 
