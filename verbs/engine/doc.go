@@ -83,11 +83,16 @@
 // runs hold fewer than Config.MinRunFragments fragments on average) the
 // owner would post a WRITE per fragment; if the engine's staging is
 // exposed with AccessRemoteWrite, the gather goes instead as a command per
-// chunk whose destination is a lease of C bytes of that staging (one bulk
-// WRITE per chunk, up to P in flight; a rows plan's chunk is sent as its
-// carrying ids in the rows form, a ranges plan's as its source ranges),
-// and the engine scatters each landed chunk into its destination runs
-// (Trace.Staged). costmodel.DecideStaged prices and shapes it (its P calls
+// chunk whose destination is a lease of C bytes of that staging (up to P
+// in flight; a rows plan's chunk is sent as its carrying ids in the rows
+// form, a ranges plan's as its source ranges), and the engine scatters
+// each landed chunk into its destination runs (Trace.Staged). Where both
+// sides allow inline replies, C is at most the smaller inline limit and
+// each call asks for one: the chunk comes back inside the reply (one round
+// trip; the owner neither WRITEs the lease nor waits for that WRITE's
+// acknowledgement before replying), and is scattered from there. The lease
+// is held either way, so an owner that answers with a WRITE after all
+// writes only staging the operation owns. costmodel.DecideStaged prices and shapes it (its P calls
 // in flight, each carrying its chunk through the owner's packing, the
 // link and this side's scatter), with the Conn's measured per-call cost as
 // T_chunk_fixed; ModeAuto weighs it against direct. Config.ChunkedRead
