@@ -1437,48 +1437,6 @@ func TestStagedCapture(t *testing.T) {
 	}
 }
 
-// hostTableGiB is the size of BenchmarkHostTables' host memory:
-// $CUDAGATHER_HOST_GIB, else 32 GiB on a machine with at least 96 GiB of
-// memory and 4 GiB elsewhere.
-func hostTableGiB() int64 {
-	if v := os.Getenv("CUDAGATHER_HOST_GIB"); v != "" {
-		var g int64
-		if _, err := fmt.Sscan(v, &g); err == nil && g > 0 {
-			return g
-		}
-	}
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) == nil && uint64(si.Totalram)*uint64(si.Unit) >= 96<<30 {
-		return 32
-	}
-	return 4
-}
-
-// fillSeeded fills b with bytes from seed (splitmix64 over 8-byte words),
-// on every core: a table of tens of GiB built where it is used, not
-// carried.
-func fillSeeded(b []byte, seed uint64) {
-	w := runtime.GOMAXPROCS(0)
-	per := (len(b)/8 + w - 1) / w * 8
-	var wg sync.WaitGroup
-	for lo := 0; lo < len(b); lo += per {
-		hi := min(lo+per, len(b))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			x := seed + uint64(lo)*0x9e3779b97f4a7c15
-			for i := lo; i+8 <= hi; i += 8 {
-				x += 0x9e3779b97f4a7c15
-				z := x
-				z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-				z = (z ^ z>>27) * 0x94d049bb133111eb
-				binary.LittleEndian.PutUint64(b[i:], z^z>>31)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
 // BenchmarkHostTables: lookups from host tables of production size (two
 // tables of half of hostTableGiB each, K=24 columns alternating between
 // them with offsets, 3% of ids -1), R in {64, 136, 200, 264, 520, 1024}, N
@@ -1637,18 +1595,6 @@ func BenchmarkHostTables(b *testing.B) {
 		ta.Close()
 		tb.Close()
 	}
-}
-
-// anonHuge is /proc/meminfo's AnonHugePages line: how much anonymous
-// memory transparent huge pages back.
-func anonHuge() string {
-	b, _ := os.ReadFile("/proc/meminfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "AnonHugePages:") {
-			return strings.Join(strings.Fields(l), " ")
-		}
-	}
-	return "AnonHugePages: unknown"
 }
 
 // TestStagedClose: SetHostPath's default applies to HostAuto lookups; a
@@ -1821,12 +1767,54 @@ func BenchmarkHostTableBacking(b *testing.B) {
 					b.Fatalf("hostbacking huge=%v slice=%d %s: wrong rows", huge, slice, path)
 				}
 				turn := 0
+				// A staged lookup's phases (stagedPhase), from each
+				// lookup's start: summed over the timed lookups.
+				var phases [6]time.Duration
+				var began time.Time
+				lookups := 0
+				var mu sync.Mutex
+				var wfrom, wto time.Duration // workers' first start and last end, from the lookup's start, summed
+				var wbusy time.Duration      // their time working, summed
+				if path == HostStaged {
+					var first, last time.Time
+					stagedPhase = func(ph int) {
+						phases[ph] += time.Since(began)
+						if ph == 4 {
+							wfrom, wto = wfrom+first.Sub(began), wto+last.Sub(began)
+							first, last = time.Time{}, time.Time{}
+						}
+					}
+					stagedBusy = func(from, to time.Time) {
+						mu.Lock()
+						wbusy += to.Sub(from)
+						if first.IsZero() || from.Before(first) {
+							first = from
+						}
+						if to.After(last) {
+							last = to
+						}
+						mu.Unlock()
+					}
+					defer func() { stagedPhase, stagedBusy = nil, nil }()
+				}
 				per := timePer(b, s, 10, func() error {
 					turn++
 					req.IDs = idSets[turn%4]
-					return testCtx.Lookup(s, req)
+					began = time.Now()
+					lookups++
+					err := testCtx.Lookup(s, req)
+					phases[0] += time.Since(began)
+					return err
 				})
+				stagedPhase, stagedBusy = nil, nil
 				b.Logf("hostbacking huge=%-5v slices=%-10d %-9s %8.1f us (registered in %v)", huge, slice, path, per.Seconds()*1e6, reg.Round(time.Millisecond))
+				if path == HostStaged {
+					us := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(lookups) }
+					b.Logf("hostbacking staged phases, us from a lookup's start (mean of %d): ids back %.1f, workers started %.1f, copies issued %.1f, workers done %.1f, placed %.1f, returned %.1f",
+						lookups, us(phases[1]), us(phases[2]), us(phases[3]), us(phases[4]), us(phases[5]), us(phases[0]))
+					b.Logf("hostbacking staged workers: first began %.1f us, last ended %.1f us after the lookup's start; busy %.1f worker-us a lookup (%d workers)",
+						us(wfrom), us(wto), us(wbusy), testCtx.stg.workers)
+				}
 				jsonLine(map[string]any{"workload": fmt.Sprintf("cuda-hostbacking/huge=%v/slice=%d/%s", huge, slice, path), "transport": "cuda",
 					"mode": path.String(), "fragments": T * K, "payload_bytes": T * K * R, "table_bytes": size, "p50_ms": per.Seconds() * 1e3})
 			}
@@ -1872,4 +1860,109 @@ func idPlans(p *plan, idSets []DevPtr) [4]plan {
 		binary.LittleEndian.PutUint64(ps[i].args[0:], uint64(idSets[i%len(idSets)]))
 	}
 	return ps
+}
+
+// BenchmarkStagedGatherParts: what a staged lookup's CPU gather costs in
+// its real surroundings, one change at a time: N=98,304 random rows of
+// 264 B from a table of hostTableGiB (huge pages asked for), 15 workers
+// (GOMAXPROCS-1) prefetching rowAhead rows ahead, into a Go heap buffer or
+// pinned memory, from the table unregistered or registered with the
+// driver; then a host-to-device copy of the same bytes from pinned
+// memory, alone and while the gather runs; and the whole staged lookup.
+// Lines "stagedparts ...".
+func BenchmarkStagedGatherParts(b *testing.B) {
+	size := hostTableGiB() << 30
+	const R, N = 264, 98304
+	buf, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
+	fillSeeded(buf, 0x9a27)
+	r := newRand(b)
+	rows := size / R
+	ids := make([]int64, N)
+	for i := range ids {
+		ids[i] = r.Int64N(rows)
+	}
+	var src rowSource
+	src.k, src.rowBytes, src.host[0], src.rows[0] = 1, R, buf, rows
+	workers := max(runtime.GOMAXPROCS(0)-1, 1)
+	sids := make([]int32, N)
+	heap := make([]byte, N*R)
+	pin, err := testCtx.pinned(N * R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.freePinned(pin)
+	dev, err := testCtx.Alloc(N * R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.Free(dev)
+	gb := func(d time.Duration) float64 { return float64(N*R) / d.Seconds() / 1e9 }
+	show := func(what string, d time.Duration) {
+		b.Logf("stagedparts %-44s %8.1f us %6.1f GB/s", what, d.Seconds()*1e6, gb(d))
+	}
+	show("gather, heap dst, table unregistered", timeRowGather(&src, heap, ids, sids, workers, rowAhead))
+	show("gather, pinned dst, table unregistered", timeRowGather(&src, pin, ids, sids, workers, rowAhead))
+	copyIn := func() time.Duration {
+		var ts []time.Duration
+		for range 15 {
+			t0 := time.Now()
+			if err := testCtx.CopyIn(dev, pin); err != nil {
+				b.Fatal(err)
+			}
+			ts = append(ts, time.Since(t0))
+		}
+		return median(ts)
+	}
+	show("host-to-device copy from pinned, alone", copyIn())
+	// The copy while the gather runs (into the heap buffer).
+	var during time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		during = copyIn()
+	}()
+	var busy time.Duration
+	for {
+		busy = timeRowGather(&src, heap, ids, sids, workers, rowAhead)
+		select {
+		case <-done:
+		default:
+			continue
+		}
+		break
+	}
+	show("host-to-device copy while gathering", during)
+	show("gather while copying", busy)
+	tab, err := testCtx.RegisterHost(buf[:rows*R], rows, R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tab.Close()
+	show("gather, heap dst, table registered", timeRowGather(&src, heap, ids, sids, workers, rowAhead))
+	show("gather, pinned dst, table registered", timeRowGather(&src, pin, ids, sids, workers, rowAhead))
+	s, err := testCtx.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.DestroyStream(s)
+	idp := devBytes(b, idBytes(ids, true))
+	out, err := testCtx.Alloc(N * R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.Free(out)
+	req := &Request{Tables: []*Table{tab}, IDs: idp, IDs64: true, T: N, K: 1, Out: out, OutBytes: N * R, Host: HostStaged}
+	req.TokenMajor(R)
+	show("whole staged lookup (back to back)", timePer(b, s, 10, func() error { return testCtx.Lookup(s, req) }))
+	show("whole staged lookup (synchronized each)", timePer(b, s, 10, func() error {
+		if err := testCtx.Lookup(s, req); err != nil {
+			return err
+		}
+		return testCtx.Sync(s)
+	}))
 }

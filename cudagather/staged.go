@@ -120,11 +120,11 @@ import (
 // Staging of CPU-staged lookups (HostStaged): stagedSlots pinned slots of
 // stagedChunk bytes each (32 MiB in all), chunk c in slot c % stagedSlots,
 // so the workers gather later chunks while the copy engine moves earlier
-// ones; stagedBlock rows at most are what a worker claims at a time.
+// ones; stagedBlock rows (rowgather.go) at most are what a worker claims
+// at a time.
 var (
 	stagedChunk int64 = 2 << 20
 	stagedSlots       = 16
-	stagedBlock int64 = 256
 )
 
 // stager holds a context's CPU-staged lookup machinery: the pinned slots,
@@ -167,16 +167,12 @@ type stager struct {
 // finished sent on done, and a slot written only once the chunk before
 // it there has been copied out (free, under cond).
 type stagedLookup struct {
-	k        int64
-	rowBytes int64
-	id64     bool
-	validate bool // strict lookups' first pass: only check the ids
-	ids32    []int32
-	ids64    []int64
-	sids     []int32
-	host     [MaxColumns][]byte
-	rows     [MaxColumns]int64
-	offs     [MaxColumns]int64
+	rowSource // the columns' tables (gather copies the rows)
+	id64      bool
+	validate  bool // strict lookups' first pass: only check the ids
+	ids32     []int32
+	ids64     []int64
+	sids      []int32
 
 	n, per, block int64 // rows, rows per chunk, rows per block
 	blocks        int64
@@ -392,6 +388,15 @@ func (c *Context) lookupStaged(s Stream, r *Request, p *plan) error {
 // stagedLocked is lookupStaged under stg.mu, the stager started; base is
 // the flat index of r's first row in the lookup it is part of (a split's
 // staged tokens), for the bad ids it records.
+// stagedPhase, when set (by a benchmark), is told each phase of a staged
+// lookup as it ends: 1 the ids read back, 2 the workers started, 3 every
+// chunk's copy issued, 4 the workers done, 5 the placing pass enqueued.
+var stagedPhase func(phase int)
+
+// stagedBusy, when set (by a benchmark), is told when each worker began
+// and ended its share of a staged lookup.
+var stagedBusy func(from, to time.Time)
+
 func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error {
 	st := &c.stg
 	n, R := p.n, p.rowBytes
@@ -415,6 +420,9 @@ func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error 
 	}
 	if rc := C.sk_ids_back(c.ctx, unsafe.Pointer(&st.ids[0]), C.CUdeviceptr(r.IDs), C.size_t(n*idSize), cstream(s)); rc != C.CUDA_SUCCESS {
 		return driverErr("ids read-back", rc)
+	}
+	if stagedPhase != nil {
+		stagedPhase(1)
 	}
 	cur := &st.cur
 	cur.k, cur.rowBytes, cur.id64 = int64(r.K), R, r.IDs64
@@ -461,6 +469,9 @@ func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error 
 	cur.prepare(chunks, len(st.slots))
 	cur.slots = st.slots
 	c.startWorkers(n, per, false)
+	if stagedPhase != nil {
+		stagedPhase(2)
+	}
 	// Copy each chunk out in order once its rows are in; after chunk c's
 	// copy, wait for the copy S/2 chunks back and hand its slot on, so
 	// the workers find a free slot half the slots ahead.
@@ -497,7 +508,13 @@ func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error 
 			cur.freeSlot(bs, back+S)
 		}
 	}
+	if stagedPhase != nil {
+		stagedPhase(3)
+	}
 	st.wg.Wait()
+	if stagedPhase != nil {
+		stagedPhase(4)
+	}
 	if err == nil {
 		if rc := C.sk_copy_in(c.ctx, devIDs, unsafe.Pointer(&st.sids[0]), C.size_t(n*4), cstream(s), st.sidsEv); rc != C.CUDA_SUCCESS {
 			err = driverErr("staged ids copy", rc)
@@ -507,6 +524,9 @@ func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error 
 	}
 	if err == nil {
 		err = c.placeStaged(s, r, DevPtr(dev), DevPtr(devIDs), n)
+	}
+	if stagedPhase != nil {
+		stagedPhase(5)
 	}
 	ferr := driverErr("cuMemFreeAsync (staging)", C.sk_stage_free(c.ctx, dev, cstream(s)))
 	if b := st.bad.Load(); b >= 0 {
@@ -621,12 +641,19 @@ func (c *Context) stagedWorker() {
 	st := &c.stg
 	for range st.start {
 		l := &st.cur
+		var t0 time.Time
+		if stagedBusy != nil {
+			t0 = time.Now()
+		}
 		for {
 			b := l.next.Add(1) - 1
 			if b >= l.blocks {
 				break
 			}
 			l.work(b, &st.bad)
+		}
+		if stagedBusy != nil {
+			stagedBusy(t0, time.Now())
 		}
 		st.wg.Done()
 	}
@@ -655,37 +682,7 @@ func (l *stagedLookup) work(b int64, bad *atomic.Int64) {
 		l.waitSlot(chunk)
 		slot = l.slots[chunk%int64(len(l.slots))]
 	}
-	R := l.rowBytes
-	base := chunk * l.per
-	k := lo % l.k
-	first := int64(-1)
-	for i := lo; i < hi; i++ {
-		var id int64
-		if l.id64 {
-			id = l.ids64[i]
-		} else {
-			id = int64(l.ids32[i])
-		}
-		sid := int32(-1)
-		if id != -1 {
-			row := id - l.offs[k]
-			if row < 0 || row >= l.rows[k] {
-				if first < 0 {
-					first = i
-				}
-			} else if !l.validate {
-				o := (i - base) * R
-				copy(slot[o:o+R], l.host[k][row*R:row*R+R])
-				sid = int32(i)
-			}
-		}
-		if !l.validate {
-			l.sids[i] = sid
-		}
-		if k++; k == l.k {
-			k = 0
-		}
-	}
+	first := l.gather(slot, l.ids32, l.ids64, l.sids, lo, hi, chunk*l.per, rowAhead)
 	if first >= 0 {
 		for {
 			cur := bad.Load()
