@@ -1866,10 +1866,12 @@ func idPlans(p *plan, idSets []DevPtr) [4]plan {
 // its real surroundings, one change at a time: N=98,304 random rows of
 // 264 B from a table of hostTableGiB (huge pages asked for), 15 workers
 // (GOMAXPROCS-1) prefetching rowAhead rows ahead, into a Go heap buffer or
-// pinned memory, from the table unregistered or registered with the
-// driver; then a host-to-device copy of the same bytes from pinned
-// memory, alone and while the gather runs; and the whole staged lookup.
-// Lines "stagedparts ...".
+// pinned memory, from the table registered with the driver or not; a
+// host-to-device copy of the same bytes from pinned memory, alone and
+// while the gather runs; the whole staged lookup, K=1 and K=24 (the same
+// table in every column). The variants run in turn, 5 rounds, and each
+// line is the median over rounds of the medians of 15 runs (this host's
+// memory varies from run to run by up to 2x). Lines "stagedparts ...".
 func BenchmarkStagedGatherParts(b *testing.B) {
 	size := hostTableGiB() << 30
 	const R, N = 264, 98304
@@ -1901,12 +1903,6 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer testCtx.Free(dev)
-	gb := func(d time.Duration) float64 { return float64(N*R) / d.Seconds() / 1e9 }
-	show := func(what string, d time.Duration) {
-		b.Logf("stagedparts %-44s %8.1f us %6.1f GB/s", what, d.Seconds()*1e6, gb(d))
-	}
-	show("gather, heap dst, table unregistered", timeRowGather(&src, heap, ids, sids, workers, rowAhead))
-	show("gather, pinned dst, table unregistered", timeRowGather(&src, pin, ids, sids, workers, rowAhead))
 	copyIn := func() time.Duration {
 		var ts []time.Duration
 		for range 15 {
@@ -1918,33 +1914,6 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 		}
 		return median(ts)
 	}
-	show("host-to-device copy from pinned, alone", copyIn())
-	// The copy while the gather runs (into the heap buffer).
-	var during time.Duration
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		during = copyIn()
-	}()
-	var busy time.Duration
-	for {
-		busy = timeRowGather(&src, heap, ids, sids, workers, rowAhead)
-		select {
-		case <-done:
-		default:
-			continue
-		}
-		break
-	}
-	show("host-to-device copy while gathering", during)
-	show("gather while copying", busy)
-	tab, err := testCtx.RegisterHost(buf[:rows*R], rows, R)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tab.Close()
-	show("gather, heap dst, table registered", timeRowGather(&src, heap, ids, sids, workers, rowAhead))
-	show("gather, pinned dst, table registered", timeRowGather(&src, pin, ids, sids, workers, rowAhead))
 	s, err := testCtx.NewStream()
 	if err != nil {
 		b.Fatal(err)
@@ -1956,13 +1925,69 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer testCtx.Free(out)
-	req := &Request{Tables: []*Table{tab}, IDs: idp, IDs64: true, T: N, K: 1, Out: out, OutBytes: N * R, Host: HostStaged}
-	req.TokenMajor(R)
-	show("whole staged lookup (back to back)", timePer(b, s, 10, func() error { return testCtx.Lookup(s, req) }))
-	show("whole staged lookup (synchronized each)", timePer(b, s, 10, func() error {
-		if err := testCtx.Lookup(s, req); err != nil {
-			return err
+	var tab *Table
+	lookup := func(k int, sync bool) func() time.Duration {
+		return func() time.Duration {
+			req := &Request{Tables: slices.Repeat([]*Table{tab}, k), IDs: idp, IDs64: true, T: N / k, K: k, Out: out, OutBytes: N * R, Host: HostStaged}
+			req.TokenMajor(R)
+			return timePer(b, s, 10, func() error {
+				if err := testCtx.Lookup(s, req); err != nil || !sync {
+					return err
+				}
+				return testCtx.Sync(s)
+			})
 		}
-		return testCtx.Sync(s)
-	}))
+	}
+	type variant struct {
+		name string
+		run  func() time.Duration
+	}
+	unreg := []variant{
+		{"gather, heap dst, table unregistered", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, rowAhead) }},
+		{"gather, pinned dst, table unregistered", func() time.Duration { return timeRowGather(&src, pin, ids, sids, workers, rowAhead) }},
+		{"gather, heap dst, no prefetch", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, 0) }},
+		{"host-to-device copy from pinned, alone", copyIn},
+		{"host-to-device copy while gathering", func() time.Duration {
+			var during time.Duration
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				during = copyIn()
+			}()
+			for {
+				timeRowGather(&src, heap, ids, sids, workers, rowAhead)
+				select {
+				case <-done:
+					return during
+				default:
+				}
+			}
+		}},
+	}
+	reg := []variant{
+		{"gather, heap dst, table registered", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, rowAhead) }},
+		{"gather, pinned dst, table registered", func() time.Duration { return timeRowGather(&src, pin, ids, sids, workers, rowAhead) }},
+		{"whole staged lookup K=1, back to back", lookup(1, false)},
+		{"whole staged lookup K=1, synchronized each", lookup(1, true)},
+		{"whole staged lookup K=24, back to back", lookup(24, false)},
+	}
+	rounds := func(vs []variant) {
+		ts := make([][]time.Duration, len(vs))
+		for range 5 {
+			for i, v := range vs {
+				ts[i] = append(ts[i], v.run())
+			}
+		}
+		for i, v := range vs {
+			d := median(ts[i])
+			b.Logf("stagedparts %-44s %8.1f us %6.1f GB/s (rounds %v)", v.name, d.Seconds()*1e6, float64(N*R)/d.Seconds()/1e9, ts[i])
+		}
+	}
+	rounds(unreg)
+	tab, err = testCtx.RegisterHost(buf[:rows*R], rows, R)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tab.Close()
+	rounds(reg)
 }

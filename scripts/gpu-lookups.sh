@@ -6,7 +6,8 @@
 # It runs the cudagather tests (every path against the CPU lookup: device,
 # zero-copy, staged, split, flat kernels, bad ids, capture), the row-kernel
 # comparison on device tables (BenchmarkRowKernels), the CPU gather of
-# staged lookups alone by prefetch distance (BenchmarkRowGatherCPU), the production-size
+# staged lookups alone by prefetch distance (BenchmarkRowGatherCPU), a
+# staged lookup's parts (BenchmarkStagedGatherParts), the production-size
 # host tables (BenchmarkHostTables: two tables of GiB/2, K=24, offsets, 3%
 # -1) and their torch peer (torch_host.py: CPU index_select into pinned,
 # then one copy), what huge pages and registration in slices change
@@ -27,6 +28,9 @@ grep -E 'rowkernel' "$OUT/rowkernels.log" | sed 's/^ *cuda_test.go:[0-9]*: //'
 echo "== the CPU gather of staged lookups alone, by prefetch distance (rows ahead)"
 timeout -k 5 200 .gpu/cudagather.test -test.run '^$' -test.bench RowGatherCPU -test.benchtime 1x -test.v >"$OUT/rowgather.log" 2>&1 || rc=1
 grep -E 'rowgather' "$OUT/rowgather.log" | sed 's/^ *rowgather_test.go:[0-9]*: //'
+echo "== a staged lookup's parts: its CPU gather (pinned or heap destination, table registered or not), the copy, the whole lookup"
+timeout -k 5 300 .gpu/cudagather.test -test.run '^$' -test.bench StagedGatherParts -test.benchtime 1x -test.v >"$OUT/stagedparts.log" 2>&1 || rc=1
+grep -E 'stagedparts|FAIL|panic' "$OUT/stagedparts.log" | sed 's/^ *cuda_test.go:[0-9]*: //; s/ (rounds.*//'
 echo "== host tables of $CUDAGATHER_HOST_GIB GiB"
 timeout -k 5 400 .gpu/cudagather.test -test.run '^$' -test.bench HostTables -test.benchtime 1x -test.v >"$OUT/hosttables.log" 2>&1 || rc=1
 grep -E 'hosttable (memory|ceiling|registered)|FAIL|panic' "$OUT/hosttables.log" | sed 's/^ *cuda_test.go:[0-9]*: //'
