@@ -4,6 +4,7 @@ package cudagather
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,11 +13,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -1942,8 +1945,25 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 		name string
 		run  func() time.Duration
 	}
+	// The ids and staged ids in pinned memory, as a staged lookup keeps
+	// them (read back from the device, copied to it).
+	pinIDs, err := testCtx.pinned(N * 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.freePinned(pinIDs)
+	pinSids, err := testCtx.pinned(N * 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testCtx.freePinned(pinSids)
+	ids2 := unsafe.Slice((*int64)(unsafe.Pointer(&pinIDs[0])), N)
+	copy(ids2, ids)
+	sids2 := unsafe.Slice((*int32)(unsafe.Pointer(&pinSids[0])), N)
 	unreg := []variant{
 		{"gather, heap dst, table unregistered", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, rowAhead) }},
+		{"gather, heap dst, ids in pinned memory", func() time.Duration { return timeRowGather(&src, heap, ids2, sids2, workers, rowAhead) }},
+		{"gather, pinned dst, ids in pinned memory", func() time.Duration { return timeRowGather(&src, pin, ids2, sids2, workers, rowAhead) }},
 		{"gather, pinned dst, table unregistered", func() time.Duration { return timeRowGather(&src, pin, ids, sids, workers, rowAhead) }},
 		{"gather, heap dst, no prefetch", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, 0) }},
 		{"host-to-device copy from pinned, alone", copyIn},
@@ -1990,4 +2010,29 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 	}
 	defer tab.Close()
 	rounds(reg)
+	if f := os.Getenv("CUDAGATHER_TRACE"); f != "" {
+		// An execution trace of 5 whole lookups (K=1), each synchronized.
+		w, err := os.Create(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		req := &Request{Tables: []*Table{tab}, IDs: idp, IDs64: true, T: N, K: 1, Out: out, OutBytes: N * R, Host: HostStaged}
+		req.TokenMajor(R)
+		if err := trace.Start(w); err != nil {
+			b.Fatal(err)
+		}
+		for range 5 {
+			trace.Log(context.Background(), "lookup", "start")
+			if err := testCtx.Lookup(s, req); err != nil {
+				b.Fatal(err)
+			}
+			trace.Log(context.Background(), "lookup", "returned")
+			if err := testCtx.Sync(s); err != nil {
+				b.Fatal(err)
+			}
+			trace.Log(context.Background(), "lookup", "synced")
+		}
+		trace.Stop()
+	}
 }

@@ -1,6 +1,10 @@
 package cudagather
 
 import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/scatterkit/scatterkit/cudagather/internal/prefetch"
@@ -91,4 +95,43 @@ func (s *rowSource) gather(dst []byte, ids32 []int32, ids64 []int64, sids []int3
 		}
 	}
 	return first
+}
+
+// gateSpin is how long woken workers spin at the gate (yielding their P
+// between looks) before they park until it opens: about the longest a
+// lookup's ids take to come back when its stream holds only earlier
+// lookups.
+const gateSpin = time.Millisecond
+
+// gate holds woken workers until the lookup they were woken for is set
+// up (startWorkers) or dismissed.
+type gate struct {
+	open atomic.Bool
+	mu   sync.Mutex
+	cond sync.Cond
+}
+
+// pass returns once the gate is open: it spins for gateSpin, then parks.
+func (g *gate) pass() {
+	t0 := time.Now()
+	for i := 0; !g.open.Load(); i++ {
+		if i%64 != 63 || time.Since(t0) < gateSpin {
+			runtime.Gosched()
+			continue
+		}
+		g.mu.Lock()
+		for !g.open.Load() {
+			g.cond.Wait()
+		}
+		g.mu.Unlock()
+		return
+	}
+}
+
+// release opens the gate.
+func (g *gate) release() {
+	g.open.Store(true)
+	g.mu.Lock()
+	g.cond.Broadcast()
+	g.mu.Unlock()
 }

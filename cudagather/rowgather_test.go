@@ -274,3 +274,30 @@ func anonHuge() string {
 	}
 	return "AnonHugePages: unknown"
 }
+
+// TestGate: workers at a closed gate pass once it is released, whether
+// they were still spinning or had parked (after gateSpin), and a gate
+// released before they arrive lets them through at once.
+func TestGate(t *testing.T) {
+	for _, wait := range []time.Duration{0, gateSpin / 10, 3 * gateSpin} {
+		var g gate
+		g.cond.L = &g.mu
+		var passed atomic.Int32
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				g.pass()
+				passed.Add(1)
+			}()
+		}
+		time.Sleep(wait)
+		if n := passed.Load(); n != 0 {
+			t.Fatalf("wait %v: %d passed a closed gate", wait, n)
+		}
+		g.release()
+		wg.Wait()
+		g.pass() // open: at once
+	}
+}

@@ -134,7 +134,9 @@ var (
 type stager struct {
 	mu      sync.Mutex
 	workers int
-	start   chan struct{} // one token per worker starts a lookup's work
+	start   chan struct{} // one token per worker wakes it for a lookup
+	gate    gate          // woken workers wait here until the lookup is set up
+	woken   bool          // the workers are awake at the closed gate
 	started bool
 
 	slots    [][]byte // pinned, stagedChunk each
@@ -262,6 +264,7 @@ func (c *Context) startStager() error {
 	}
 	st.start = make(chan struct{}, st.workers)
 	st.cur.cond.L = &st.cur.mu
+	st.gate.cond.L = &st.gate.mu
 	for range st.workers {
 		go c.stagedWorker()
 	}
@@ -385,9 +388,6 @@ func (c *Context) lookupStaged(s Stream, r *Request, p *plan) error {
 	return c.stagedLocked(s, r, p, 0)
 }
 
-// stagedLocked is lookupStaged under stg.mu, the stager started; base is
-// the flat index of r's first row in the lookup it is part of (a split's
-// staged tokens), for the bad ids it records.
 // stagedPhase, when set (by a benchmark), is told each phase of a staged
 // lookup as it ends: 1 the ids read back, 2 the workers started, 3 every
 // chunk's copy issued, 4 the workers done, 5 the placing pass enqueued.
@@ -397,8 +397,17 @@ var stagedPhase func(phase int)
 // and ended its share of a staged lookup.
 var stagedBusy func(from, to time.Time)
 
+// stagedLocked is lookupStaged under stg.mu, the stager started; base is
+// the flat index of r's first row in the lookup it is part of (a split's
+// staged tokens), for the bad ids it records.
 func (c *Context) stagedLocked(s Stream, r *Request, p *plan, base int64) error {
 	st := &c.stg
+	// The workers are woken now, to wait at the gate while the ids are
+	// read back: parked goroutines wake one after another (each woken
+	// thread wakes the next), tens of microseconds apart on a virtual
+	// machine, which the ids' wait for the stream hides.
+	c.wakeWorkers()
+	defer c.dismissWorkers()
 	n, R := p.n, p.rowBytes
 	idSize := int64(4)
 	if r.IDs64 {
@@ -554,9 +563,40 @@ func (c *Context) placeStaged(s Stream, r *Request, stage, ids DevPtr, n int64) 
 	return c.enqueue(s, &pr, p)
 }
 
-// startWorkers starts the workers on the lookup's n rows in chunks of per
-// rows (validate: only check the ids, no chunks); runWorkers also waits.
+// wakeWorkers wakes the workers for a lookup: they wait at the gate until
+// startWorkers gives them its rows, or dismissWorkers none.
+func (c *Context) wakeWorkers() {
+	st := &c.stg
+	if st.woken {
+		return
+	}
+	st.gate.open.Store(false)
+	st.woken = true
+	st.wg.Add(st.workers)
+	for range st.workers {
+		st.start <- struct{}{}
+	}
+}
+
+// dismissWorkers sends woken workers that were given no rows back to
+// sleep, and waits for them.
+func (c *Context) dismissWorkers() {
+	st := &c.stg
+	if !st.woken {
+		return
+	}
+	st.cur.blocks = 0
+	st.cur.next.Store(0)
+	st.woken = false
+	st.gate.release()
+	st.wg.Wait()
+}
+
+// startWorkers starts the workers (waking them unless they are awake at
+// the gate) on the lookup's n rows in chunks of per rows (validate: only
+// check the ids, no chunks); runWorkers also waits.
 func (c *Context) startWorkers(n, per int64, validate bool) {
+	c.wakeWorkers()
 	st := &c.stg
 	l := &st.cur
 	l.n, l.per, l.validate = n, per, validate
@@ -574,10 +614,8 @@ func (c *Context) startWorkers(n, per int64, validate bool) {
 		l.blocks = (chunks-1)*bpc + (last+l.block-1)/l.block
 	}
 	l.next.Store(0)
-	st.wg.Add(st.workers)
-	for range st.workers {
-		st.start <- struct{}{}
-	}
+	st.woken = false
+	st.gate.release()
 }
 
 func (c *Context) runWorkers(n, per int64, validate bool) {
@@ -640,6 +678,7 @@ func (l *stagedLookup) waitSlot(c int64) {
 func (c *Context) stagedWorker() {
 	st := &c.stg
 	for range st.start {
+		st.gate.pass()
 		l := &st.cur
 		var t0 time.Time
 		if stagedBusy != nil {
