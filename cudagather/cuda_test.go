@@ -1383,8 +1383,12 @@ func TestStagedCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ht.Close()
-	if _, err := testCtx.CalibrateHost(ht); err != nil {
+	cal, err := testCtx.CalibrateHost(ht)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !(cal.SplitFactor >= 0.5 && cal.SplitFactor <= 100) || cal.StagedPerRow <= 0 && cal.ZeroCopyPerRow <= 0 {
+		t.Fatalf("calibration %+v: no split factor measured, or no per-row cost", cal)
 	}
 	s, err := testCtx.NewStream()
 	if err != nil {

@@ -98,9 +98,9 @@ func (s *rowSource) gather(dst []byte, ids32 []int32, ids64 []int64, sids []int3
 }
 
 // gateSpin is how long woken workers spin at the gate (yielding their P
-// between looks) before they park until it opens: about the longest a
+// between looks) before they park until it opens, about the longest a
 // lookup's ids take to come back when its stream holds only earlier
-// lookups.
+// lookups; and how long a worker stays awake after a lookup (await).
 const gateSpin = time.Millisecond
 
 // gate holds woken workers until the lookup they were woken for is set
@@ -134,4 +134,29 @@ func (g *gate) release() {
 	g.mu.Lock()
 	g.cond.Broadcast()
 	g.mu.Unlock()
+}
+
+// await receives a token from ch, first spinning for spin (polling it and
+// yielding the P between polls), then blocking: a worker that just
+// finished a lookup keeps its thread awake for the next one, which then
+// starts it at once instead of through the runtime's chain of wake-ups.
+// It reports false once ch is closed.
+func await(ch <-chan struct{}, spin time.Duration) bool {
+	var t0 time.Time
+	for i := 0; ; i++ {
+		select {
+		case _, ok := <-ch:
+			return ok
+		default:
+		}
+		if i%64 == 0 {
+			if i == 0 {
+				t0 = time.Now()
+			} else if time.Since(t0) >= spin {
+				_, ok := <-ch
+				return ok
+			}
+		}
+		runtime.Gosched()
+	}
 }

@@ -301,3 +301,23 @@ func TestGate(t *testing.T) {
 		g.pass() // open: at once
 	}
 }
+
+// TestAwait: a token sent while the receiver spins, or after it has
+// parked, is received; a closed channel ends it.
+func TestAwait(t *testing.T) {
+	for _, after := range []time.Duration{0, gateSpin / 4, 3 * gateSpin} {
+		ch := make(chan struct{})
+		got := make(chan bool)
+		go func() { got <- await(ch, gateSpin) }()
+		time.Sleep(after)
+		ch <- struct{}{}
+		if !<-got {
+			t.Fatalf("after %v: the token was not received", after)
+		}
+		go func() { got <- await(ch, gateSpin) }()
+		close(ch)
+		if <-got {
+			t.Fatalf("after %v: a closed channel gave a token", after)
+		}
+	}
+}

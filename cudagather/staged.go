@@ -674,10 +674,11 @@ func (l *stagedLookup) waitSlot(c int64) {
 }
 
 // stagedWorker works on each lookup it is started on until the context
-// closes: it claims blocks until none is left.
+// closes: it claims blocks until none is left. Between lookups it stays
+// awake for gateSpin (await), then sleeps.
 func (c *Context) stagedWorker() {
 	st := &c.stg
-	for range st.start {
+	for await(st.start, gateSpin) {
 		st.gate.pass()
 		l := &st.cur
 		var t0 time.Time
@@ -856,6 +857,27 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 			cal.StagedFixed, cal.StagedPerRow = fixed, per
 		}
 	}
+	// A split, at the larger size with the tokens the two lines balance:
+	// its parts share the link and the host's memory, so it is measured
+	// against what they predict. (t holds the two lines meanwhile, which
+	// the split's own choice of tokens reads.)
+	c.mu.Lock()
+	lines := cal
+	t.cal = &lines
+	c.mu.Unlock()
+	f := hostFigures{zf: cal.ZeroCopyFixed.Seconds(), zr: cal.ZeroCopyPerRow, sf: cal.StagedFixed.Seconds(), sr: cal.StagedPerRow, split: 1}
+	sr := &Request{Tables: tabs[:], T: int(hi), K: 1}
+	_, tz := f.choose(sr, hi)
+	if pred := f.splitTime(sr, tz); pred > 0 {
+		d, err := time1(hi, HostSplit)
+		if err != nil {
+			c.mu.Lock()
+			t.cal = nil
+			c.mu.Unlock()
+			return HostCalibration{}, err
+		}
+		cal.SplitFactor = min(max(d.Seconds()/pred, 0.5), 100)
+	}
 	// (Its ids are rows of the table: it leaves the status word alone.)
 	c.mu.Lock()
 	t.cal = &cal
@@ -932,6 +954,7 @@ func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int
 // share of the rows): fixed and per-row seconds of each path.
 type hostFigures struct {
 	zf, zr, sf, sr float64
+	split          float64 // the largest of the columns' SplitFactor (1 where none measured it)
 	err            error
 }
 
@@ -955,8 +978,12 @@ func (c *Context) hostFigures(r *Request, calibrate bool) (f hostFigures, ok boo
 		f.zr += cal.ZeroCopyPerRow
 		f.sf += cal.StagedFixed.Seconds()
 		f.sr += cal.StagedPerRow
+		f.split = max(f.split, cal.SplitFactor)
 	}
 	c.mu.Unlock()
+	if f.split == 0 {
+		f.split = 1
+	}
 	if missing != nil {
 		if !calibrate {
 			return hostFigures{}, false
@@ -984,7 +1011,7 @@ func (f hostFigures) choose(r *Request, n int64) (HostPath, int) {
 		tz = int((f.sf-f.zf+nf*f.sr)/(f.zr+f.sr)/k + 0.5)
 	}
 	tz = min(max(tz, 1), max(r.T-1, 1))
-	split := max(f.zf+float64(tz)*k*f.zr, f.sf+float64(r.T-tz)*k*f.sr)
+	split := f.splitTime(r, tz) * max(f.split, 0.5)
 	switch {
 	case !r.Strict && r.T >= 2 && split < 0.95*min(zero, staged):
 		return HostSplit, tz
@@ -992,6 +1019,13 @@ func (f hostFigures) choose(r *Request, n int64) (HostPath, int) {
 		return HostStaged, tz
 	}
 	return HostZeroCopy, tz
+}
+
+// splitTime is what a split of r with tz zero-copy tokens takes by its
+// parts' lines alone: the longer of the two, run at once.
+func (f hostFigures) splitTime(r *Request, tz int) float64 {
+	k := float64(r.K)
+	return max(f.zf+float64(tz)*k*f.zr, f.sf+float64(r.T-tz)*k*f.sr)
 }
 
 // lookupSplit runs a checked plan p of r (every table a host table) as a

@@ -44,6 +44,12 @@ type HostCalibration struct {
 	// pass), measured to the stream's completion.
 	StagedFixed  time.Duration
 	StagedPerRow float64 // seconds
+	// SplitFactor is a HostSplit lookup's measured time over the time its
+	// two parts predict (the longer of the two lines above at its
+	// tokens): they run at once on one PCIe link and one host memory, and
+	// the split is priced at its parts' time times this (0: not measured,
+	// taken as 1).
+	SplitFactor float64
 	// Rows are the two probe sizes the lines were fitted through.
 	Rows [2]int64
 }
