@@ -56,8 +56,10 @@
 //   - HostZeroCopy: the kernel reads the rows over PCIe. Asynchronous,
 //     capturable, best for small lookups and small spans.
 //   - HostStaged: the ids are read back (the stream is synchronized for
-//     that), Context.StagedWorkers CPU threads gather the rows into 16
-//     pinned 2 MiB slots chunk by chunk, the copy engine moves each
+//     that; the workers are woken first and wait meanwhile),
+//     Context.StagedWorkers CPU threads gather the rows (prefetching 16
+//     rows ahead) into 16 pinned 2 MiB slots chunk by chunk, staying
+//     awake for 1 ms after a lookup for the next; the copy engine moves each
 //     finished chunk to device staging on the caller's stream while the
 //     next are gathered, and one placing pass (a gather from the staging,
 //     as from a device table) writes the output in its layout, -1 and bad
@@ -73,7 +75,9 @@
 //     each; done on a table's first HostAuto lookup unless a table of
 //     its class, the same row size and a span within the same power of
 //     two, was calibrated already, or ahead by the caller), the split
-//     where both parts take equal predicted times.
+//     where both parts take equal predicted times, priced at that time
+//     times the split factor the calibration measured (its two parts
+//     share the PCIe link and the host's memory).
 //
 // Rows larger than a pinned slot (2 MiB) are read zero-copy only. A
 // staged or split lookup returns once its rows have been gathered (its
