@@ -1,0 +1,348 @@
+//go:build ucx
+
+package ucp
+
+/*
+#cgo LDFLAGS: -lucp -lucs
+#include <stdlib.h>
+#include <string.h>
+#include <ucp/api/ucp.h>
+
+static ucs_status_t sk_init(ucp_context_h *ctx) {
+	ucp_config_t *cfg;
+	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+	if (st != UCS_OK) return st;
+	ucp_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_PARAM_FIELD_FEATURES;
+	p.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
+	st = ucp_init(&p, cfg, ctx);
+	ucp_config_release(cfg);
+	return st;
+}
+
+static ucs_status_t sk_worker(ucp_context_h ctx, ucp_worker_h *w) {
+	ucp_worker_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+	p.thread_mode = UCS_THREAD_MODE_SINGLE;
+	return ucp_worker_create(ctx, &p, w);
+}
+
+static ucs_status_t sk_ep(ucp_worker_h w, const void *addr, int peer, ucp_ep_h *ep) {
+	ucp_ep_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+	p.address = (const ucp_address_t *)addr;
+	p.err_mode = peer ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+	return ucp_ep_create(w, &p, ep);
+}
+
+static ucs_status_t sk_map(ucp_context_h ctx, void *addr, size_t n, ucp_mem_h *m) {
+	ucp_mem_map_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+	p.address = addr;
+	p.length = n;
+	return ucp_mem_map(ctx, &p, m);
+}
+
+// sk_status splits a status pointer: 0 with *req set (in flight), or the
+// status (UCS_OK: done at once).
+static ucs_status_t sk_status(ucs_status_ptr_t p, void **req) {
+	*req = NULL;
+	if (p == NULL) return UCS_OK;
+	if (UCS_PTR_IS_ERR(p)) return UCS_PTR_STATUS(p);
+	*req = p;
+	return UCS_INPROGRESS;
+}
+
+static ucs_status_t sk_get(ucp_ep_h ep, void *buf, size_t n, uint64_t raddr, ucp_rkey_h k, void **req) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof p);
+	return sk_status(ucp_get_nbx(ep, buf, n, raddr, k, &p), req);
+}
+
+static ucs_status_t sk_put(ucp_ep_h ep, const void *buf, size_t n, uint64_t raddr, ucp_rkey_h k, void **req) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof p);
+	return sk_status(ucp_put_nbx(ep, buf, n, raddr, k, &p), req);
+}
+
+static ucs_status_t sk_flush(ucp_ep_h ep, void **req) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof p);
+	return sk_status(ucp_ep_flush_nbx(ep, &p), req);
+}
+
+static ucs_status_t sk_close(ucp_ep_h ep, int force, void **req) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof p);
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+	p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+	return sk_status(ucp_ep_close_nbx(ep, &p), req);
+}
+
+// sk_check returns a request's status, freeing it once it is done.
+static ucs_status_t sk_check(void *req) {
+	ucs_status_t st = ucp_request_check_status(req);
+	if (st != UCS_INPROGRESS) ucp_request_free(req);
+	return st;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+func fail(call string, st C.ucs_status_t) error {
+	return &Error{Call: call, Status: int(st), Text: C.GoString(C.ucs_status_string(st))}
+}
+
+// Context is a UCX context with RMA and active messages, configured from
+// the environment (UCX_TLS, UCX_NET_DEVICES, ...).
+type Context struct{ h C.ucp_context_h }
+
+// NewContext initializes UCX.
+func NewContext() (*Context, error) {
+	var h C.ucp_context_h
+	if st := C.sk_init(&h); st != C.UCS_OK {
+		return nil, fail("ucp_init", st)
+	}
+	return &Context{h: h}, nil
+}
+
+// Close releases the context (after its workers and registrations).
+func (c *Context) Close() {
+	if c.h != nil {
+		C.ucp_cleanup(c.h)
+		c.h = nil
+	}
+}
+
+// Worker is a UCX worker, used from one goroutine (or locked thread) at
+// a time.
+type Worker struct {
+	h C.ucp_worker_h
+}
+
+// NewWorker creates a worker of c.
+func (c *Context) NewWorker() (*Worker, error) {
+	var h C.ucp_worker_h
+	if st := C.sk_worker(c.h, &h); st != C.UCS_OK {
+		return nil, fail("ucp_worker_create", st)
+	}
+	return &Worker{h: h}, nil
+}
+
+// Address returns the worker's address, for a peer's Connect.
+func (w *Worker) Address() ([]byte, error) {
+	var a *C.ucp_address_t
+	var n C.size_t
+	if st := C.ucp_worker_get_address(w.h, &a, &n); st != C.UCS_OK {
+		return nil, fail("ucp_worker_get_address", st)
+	}
+	defer C.ucp_worker_release_address(w.h, a)
+	return C.GoBytes(unsafe.Pointer(a), C.int(n)), nil
+}
+
+// Progress advances the worker's communication; it returns how many
+// events it handled.
+func (w *Worker) Progress() int { return int(C.ucp_worker_progress(w.h)) }
+
+// Close destroys the worker (after its endpoints).
+func (w *Worker) Close() {
+	if w.h != nil {
+		C.ucp_worker_destroy(w.h)
+		w.h = nil
+	}
+}
+
+// Endpoint is a connection from a worker to a peer's worker.
+type Endpoint struct {
+	h C.ucp_ep_h
+	w *Worker
+	// PeerFailure reports whether UCX fails the endpoint's operations
+	// when the peer dies (UCP_ERR_HANDLING_MODE_PEER). The shared-memory
+	// transports cannot: over them an endpoint is made without it, and a
+	// dead peer is for the caller's deadlines to find.
+	PeerFailure bool
+}
+
+// Connect creates an endpoint to the worker at addr (its Address), with
+// peer failure handling where the transports UCX selects offer it.
+func (w *Worker) Connect(addr []byte) (*Endpoint, error) {
+	if len(addr) == 0 {
+		return nil, &Error{Call: "ucp_ep_create", Status: -1, Text: "empty worker address"}
+	}
+	ca := C.CBytes(addr)
+	defer C.free(ca)
+	var h C.ucp_ep_h
+	st := C.sk_ep(w.h, ca, 1, &h)
+	if st == C.UCS_ERR_UNREACHABLE {
+		// No transport to the peer handles peer failures (shared memory):
+		// without that mode, if one reaches it at all.
+		if st = C.sk_ep(w.h, ca, 0, &h); st == C.UCS_OK {
+			return &Endpoint{h: h, w: w}, nil
+		}
+	}
+	if st != C.UCS_OK {
+		return nil, fail("ucp_ep_create", st)
+	}
+	return &Endpoint{h: h, w: w, PeerFailure: true}, nil
+}
+
+// Request is an operation in flight (zero: none, it completed at once).
+type Request struct{ p unsafe.Pointer }
+
+// Pending reports whether r is still to be polled.
+func (r Request) Pending() bool { return r.p != nil }
+
+// Check polls r: done (and freed) or not yet; a done request's error is
+// the operation's.
+func (w *Worker) Check(r *Request) (done bool, err error) {
+	if r.p == nil {
+		return true, nil
+	}
+	st := C.sk_check(r.p)
+	if st == C.UCS_INPROGRESS {
+		return false, nil
+	}
+	r.p = nil
+	if st != C.UCS_OK {
+		return true, fail("request", st)
+	}
+	return true, nil
+}
+
+// Wait progresses the worker until r completes.
+func (w *Worker) Wait(r *Request) error {
+	for {
+		done, err := w.Check(r)
+		if done {
+			return err
+		}
+		w.Progress()
+	}
+}
+
+func (e *Endpoint) op(call string, st C.ucs_status_t, req unsafe.Pointer) (Request, error) {
+	switch st {
+	case C.UCS_OK:
+		return Request{}, nil
+	case C.UCS_INPROGRESS:
+		return Request{p: req}, nil
+	}
+	return Request{}, fail(call, st)
+}
+
+// Get reads n bytes at the peer's address raddr (within memory key
+// covers) into local. local must stay in place until the request is done.
+func (e *Endpoint) Get(local unsafe.Pointer, n int, raddr uint64, key *RKey) (Request, error) {
+	var req unsafe.Pointer
+	st := C.sk_get(e.h, local, C.size_t(n), C.uint64_t(raddr), key.h, &req)
+	return e.op("ucp_get_nbx", st, req)
+}
+
+// Put writes n bytes of local at the peer's address raddr.
+func (e *Endpoint) Put(local unsafe.Pointer, n int, raddr uint64, key *RKey) (Request, error) {
+	var req unsafe.Pointer
+	st := C.sk_put(e.h, local, C.size_t(n), C.uint64_t(raddr), key.h, &req)
+	return e.op("ucp_put_nbx", st, req)
+}
+
+// Flush completes every operation posted on the endpoint (at the peer).
+func (e *Endpoint) Flush() (Request, error) {
+	var req unsafe.Pointer
+	st := C.sk_flush(e.h, &req)
+	return e.op("ucp_ep_flush_nbx", st, req)
+}
+
+// Close closes the endpoint (flushing it unless force) and waits.
+func (e *Endpoint) Close(force bool) error {
+	if e.h == nil {
+		return nil
+	}
+	var req unsafe.Pointer
+	f := C.int(0)
+	if force {
+		f = 1
+	}
+	st := C.sk_close(e.h, f, &req)
+	e.h = nil
+	r, err := e.op("ucp_ep_close_nbx", st, req)
+	if err != nil {
+		return err
+	}
+	return e.w.Wait(&r)
+}
+
+// Mem is memory registered with the context.
+type Mem struct {
+	h   C.ucp_mem_h
+	ctx *Context
+	n   int
+}
+
+// Map registers [p, p+n) with c.
+func (c *Context) Map(p unsafe.Pointer, n int) (*Mem, error) {
+	if p == nil || n <= 0 {
+		return nil, &Error{Call: "ucp_mem_map", Status: -1, Text: fmt.Sprintf("%d bytes at %p", n, p)}
+	}
+	var h C.ucp_mem_h
+	if st := C.sk_map(c.h, p, C.size_t(n), &h); st != C.UCS_OK {
+		return nil, fail("ucp_mem_map", st)
+	}
+	return &Mem{h: h, ctx: c, n: n}, nil
+}
+
+// PackKey returns the remote key of m, for a peer's UnpackKey.
+func (m *Mem) PackKey() ([]byte, error) {
+	var b unsafe.Pointer
+	var n C.size_t
+	if st := C.ucp_rkey_pack(m.ctx.h, m.h, &b, &n); st != C.UCS_OK {
+		return nil, fail("ucp_rkey_pack", st)
+	}
+	defer C.ucp_rkey_buffer_release(b)
+	return C.GoBytes(b, C.int(n)), nil
+}
+
+// Unmap deregisters m.
+func (m *Mem) Unmap() error {
+	if m.h == nil {
+		return nil
+	}
+	st := C.ucp_mem_unmap(m.ctx.h, m.h)
+	m.h = nil
+	if st != C.UCS_OK {
+		return fail("ucp_mem_unmap", st)
+	}
+	return nil
+}
+
+// RKey is a peer's remote key unpacked for an endpoint.
+type RKey struct{ h C.ucp_rkey_h }
+
+// UnpackKey unpacks a peer's packed key for e.
+func (e *Endpoint) UnpackKey(packed []byte) (*RKey, error) {
+	if len(packed) == 0 {
+		return nil, &Error{Call: "ucp_ep_rkey_unpack", Status: -1, Text: "empty key"}
+	}
+	cb := C.CBytes(packed)
+	defer C.free(cb)
+	var h C.ucp_rkey_h
+	if st := C.ucp_ep_rkey_unpack(e.h, cb, &h); st != C.UCS_OK {
+		return nil, fail("ucp_ep_rkey_unpack", st)
+	}
+	return &RKey{h: h}, nil
+}
+
+// Destroy releases k.
+func (k *RKey) Destroy() {
+	if k.h != nil {
+		C.ucp_rkey_destroy(k.h)
+		k.h = nil
+	}
+}
