@@ -89,6 +89,54 @@ static ucs_status_t sk_check(void *req) {
 	if (st != UCS_INPROGRESS) ucp_request_free(req);
 	return st;
 }
+
+// sk_wr is one work request of a batch: get (op 0) or put (op 1) of len
+// bytes between local and the peer's raddr, on ep with key. req and
+// status are set by sk_post and sk_poll.
+typedef struct {
+	ucp_ep_h ep;
+	ucp_rkey_h key;
+	void *local;
+	uint64_t raddr;
+	uint64_t len;
+	void *req;
+	int32_t op;
+	int32_t status; // UCS_INPROGRESS while req is in flight
+} sk_wr;
+
+// sk_post posts n work requests; each is done at once (status UCS_OK or
+// an error) or in flight (UCS_INPROGRESS, req set).
+static void sk_post(sk_wr *w, int n) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof p);
+	for (int i = 0; i < n; i++) {
+		ucs_status_ptr_t r = w[i].op == 0
+			? ucp_get_nbx(w[i].ep, w[i].local, w[i].len, w[i].raddr, w[i].key, &p)
+			: ucp_put_nbx(w[i].ep, w[i].local, w[i].len, w[i].raddr, w[i].key, &p);
+		void *req;
+		w[i].status = sk_status(r, &req);
+		w[i].req = req;
+	}
+}
+
+// sk_poll progresses the worker (until it has nothing more to do, at
+// most rounds times), then checks the n requests of w still in flight,
+// freeing the done ones; it returns how many are done now.
+static int sk_poll(ucp_worker_h worker, sk_wr *w, int n, int rounds) {
+	for (int i = 0; i < rounds && ucp_worker_progress(worker); i++) {
+	}
+	int done = 0;
+	for (int i = 0; i < n; i++) {
+		if (w[i].status != UCS_INPROGRESS) continue;
+		ucs_status_t st = ucp_request_check_status(w[i].req);
+		if (st == UCS_INPROGRESS) continue;
+		ucp_request_free(w[i].req);
+		w[i].req = NULL;
+		w[i].status = st;
+		done++;
+	}
+	return done;
+}
 */
 import "C"
 
@@ -344,5 +392,100 @@ func (k *RKey) Destroy() {
 	if k.h != nil {
 		C.ucp_rkey_destroy(k.h)
 		k.h = nil
+	}
+}
+
+// Op is a one-sided operation of a batch.
+type Op int32
+
+const (
+	OpGet Op = 0 // read the peer's memory into local
+	OpPut Op = 1 // write local into the peer's memory
+)
+
+// Batch is work requests posted, and polled, in one call each: never a
+// cgo call per request. Its memory is C memory, so UCX may keep the
+// requests' handles in it; it holds at most its capacity.
+type Batch struct {
+	w      *C.sk_wr
+	n      int // requests added
+	posted int // of them posted
+	cap    int
+}
+
+// NewBatch returns an empty batch of capacity n (> 0).
+func NewBatch(n int) *Batch {
+	if n <= 0 {
+		n = 1
+	}
+	w := (*C.sk_wr)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.sk_wr{}))))
+	return &Batch{w: w, cap: n}
+}
+
+func (b *Batch) slice() []C.sk_wr { return unsafe.Slice(b.w, b.cap) }
+
+// Len is the requests in the batch; Cap its capacity.
+func (b *Batch) Len() int { return b.n }
+func (b *Batch) Cap() int { return b.cap }
+
+// Add appends a request (false when the batch is full).
+func (b *Batch) Add(op Op, e *Endpoint, local unsafe.Pointer, n int, raddr uint64, key *RKey) bool {
+	if b.n == b.cap {
+		return false
+	}
+	w := &b.slice()[b.n]
+	*w = C.sk_wr{ep: e.h, key: key.h, local: local, raddr: C.uint64_t(raddr), len: C.uint64_t(n), op: C.int32_t(op),
+		status: C.UCS_INPROGRESS}
+	b.n++
+	return true
+}
+
+// Post posts the requests added since the last Post, in one call.
+func (b *Batch) Post() {
+	if b.n > b.posted {
+		C.sk_post(&b.slice()[b.posted], C.int(b.n-b.posted))
+		b.posted = b.n
+	}
+}
+
+// Poll progresses w (at most rounds passes while it has work) and takes
+// the posted requests that completed since the last Poll, in one call;
+// it returns how many did.
+func (b *Batch) Poll(w *Worker, rounds int) int {
+	return int(C.sk_poll(w.h, b.w, C.int(b.posted), C.int(rounds)))
+}
+
+// Status is request i's state: done (with its error) or in flight.
+func (b *Batch) Status(i int) (done bool, err error) {
+	st := b.slice()[i].status
+	switch st {
+	case C.UCS_INPROGRESS:
+		return false, nil
+	case C.UCS_OK:
+		return true, nil
+	}
+	return true, fail("request", C.ucs_status_t(st))
+}
+
+// Reset empties a batch whose requests are all done (false, and nothing
+// changed, while one is in flight: its handle must be polled first).
+func (b *Batch) Reset() bool {
+	if b.posted != b.n {
+		return false
+	}
+	for _, w := range b.slice()[:b.n] {
+		if w.status == C.UCS_INPROGRESS {
+			return false
+		}
+	}
+	b.n, b.posted = 0, 0
+	return true
+}
+
+// Free releases the batch's memory; its requests must be done (Reset).
+func (b *Batch) Free() {
+	if b.w != nil {
+		C.free(unsafe.Pointer(b.w))
+		b.w, b.cap, b.n = nil, 0, 0
 	}
 }

@@ -163,3 +163,76 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("Map of 0 bytes: %v", err)
 	}
 }
+
+// TestBatch: a batch of gets and puts over disjoint ranges, posted in one
+// call and polled in one call a pass (the owner's worker progressed
+// beside it), all land; Reset refuses while one is in flight.
+func TestBatch(t *testing.T) {
+	for _, tls := range []string{"tcp", "posix,cma"} {
+		t.Run(tls, func(t *testing.T) {
+			const n, each = 1 << 20, 1024
+			p := newPair(t, tls, n)
+			r := rand.New(rand.NewPCG(7, uint64(len(tls))))
+			for i := range p.owned {
+				p.owned[i] = byte(r.Uint32())
+			}
+			for i := range p.local {
+				p.local[i] = byte(r.Uint32())
+			}
+			want := bytes.Clone(p.owned)
+			wantLocal := bytes.Clone(p.local)
+			base := uint64(uintptr(unsafe.Pointer(&p.owned[0])))
+			b := NewBatch(n / each)
+			defer b.Free()
+			for i := range b.Cap() {
+				off := i * each
+				l := 1 + r.IntN(each)
+				op := Op(r.IntN(2))
+				if !b.Add(op, p.ep, unsafe.Pointer(&p.local[off]), l, base+uint64(off), p.key) {
+					t.Fatalf("Add %d of %d refused", i, b.Cap())
+				}
+				if op == OpGet {
+					copy(wantLocal[off:off+l], want[off:off+l])
+				} else {
+					copy(want[off:off+l], wantLocal[off:off+l])
+				}
+			}
+			if b.Add(OpGet, p.ep, unsafe.Pointer(&p.local[0]), 1, base, p.key) {
+				t.Fatal("Add past the capacity accepted")
+			}
+			b.Post()
+			done := 0
+			for i := range b.Len() {
+				if d, err := b.Status(i); d {
+					if err != nil {
+						t.Fatal(err)
+					}
+					done++
+				}
+			}
+			for done < b.Len() {
+				if done < b.Len() && b.Reset() {
+					t.Fatal("Reset with requests in flight")
+				}
+				done += b.Poll(p.req, 16)
+				p.own.Progress()
+			}
+			fl, err := p.ep.Flush()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.wait(t, &fl)
+			for i := range b.Len() {
+				if _, err := b.Status(i); err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+			}
+			if !bytes.Equal(p.owned, want) || !bytes.Equal(p.local, wantLocal) {
+				t.Fatal("wrong bytes after the batch")
+			}
+			if !b.Reset() || b.Len() != 0 {
+				t.Fatal("Reset of a finished batch refused")
+			}
+		})
+	}
+}
