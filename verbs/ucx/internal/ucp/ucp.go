@@ -15,7 +15,7 @@ static ucs_status_t sk_init(ucp_context_h *ctx) {
 	ucp_params_t p;
 	memset(&p, 0, sizeof p);
 	p.field_mask = UCP_PARAM_FIELD_FEATURES;
-	p.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
+	p.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
 	st = ucp_init(&p, cfg, ctx);
 	ucp_config_release(cfg);
 	return st;
@@ -199,6 +199,33 @@ func (w *Worker) Address() ([]byte, error) {
 // Progress advances the worker's communication; it returns how many
 // events it handled.
 func (w *Worker) Progress() int { return int(C.ucp_worker_progress(w.h)) }
+
+// EventFD returns a file descriptor that becomes readable when the worker
+// has events to progress, once armed (Arm): a progress thread with nothing
+// in flight sleeps on it instead of spinning, and still serves what its
+// peers' operations need of it (over tcp UCX's one-sided operations are
+// messages its worker handles).
+func (w *Worker) EventFD() (int, error) {
+	var fd C.int
+	if st := C.ucp_worker_get_efd(w.h, &fd); st != C.UCS_OK {
+		return -1, fail("ucp_worker_get_efd", st)
+	}
+	return int(fd), nil
+}
+
+// Arm arms the event descriptor for the next event; busy means events are
+// pending now (progress first, then arm again) and the descriptor is not
+// armed.
+func (w *Worker) Arm() (busy bool, err error) {
+	switch st := C.ucp_worker_arm(w.h); st {
+	case C.UCS_OK:
+		return false, nil
+	case C.UCS_ERR_BUSY:
+		return true, nil
+	default:
+		return false, fail("ucp_worker_arm", st)
+	}
+}
 
 // Close destroys the worker (after its endpoints).
 func (w *Worker) Close() {

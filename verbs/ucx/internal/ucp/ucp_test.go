@@ -236,3 +236,70 @@ func TestBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestWakeup: an armed worker's event descriptor stays quiet while nothing
+// happens and becomes readable when a peer's operation needs it (over tcp,
+// the owner's worker serves the get); after progress it can be armed again.
+func TestWakeup(t *testing.T) {
+	p := newPair(t, "tcp", 4096)
+	fd, err := p.own.EventFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	arm := func() {
+		t.Helper()
+		for {
+			busy, err := p.own.Arm()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !busy {
+				return
+			}
+			p.own.Progress()
+		}
+	}
+	readable := func(ms int) bool {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	// Settle the connection's setup first.
+	for range 100 {
+		p.own.Progress()
+		p.req.Progress()
+	}
+	arm()
+	if readable(50) {
+		t.Fatal("an armed idle worker's descriptor is readable")
+	}
+	base := uint64(uintptr(unsafe.Pointer(&p.owned[0])))
+	p.owned[7] = 0x5a
+	req, err := p.ep.Get(unsafe.Pointer(&p.local[0]), 64, base, p.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; req.Pending() && i < 1000; i++ {
+		if done, err := p.req.Check(&req); done {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		p.req.Progress()
+		if readable(0) {
+			break
+		}
+	}
+	if !readable(2000) {
+		t.Fatal("the owner's descriptor stayed quiet while a peer's get waited on it")
+	}
+	p.wait(t, &req)
+	if p.local[7] != 0x5a {
+		t.Fatal("the get read the wrong bytes")
+	}
+	arm()
+}
