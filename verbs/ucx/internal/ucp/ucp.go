@@ -335,7 +335,9 @@ func (e *Endpoint) Flush() (Request, error) {
 	return e.op("ucp_ep_flush_nbx", st, req)
 }
 
-// Close closes the endpoint (flushing it unless force) and waits.
+// Close closes the endpoint (flushing it unless force) and waits. An
+// unforced close waits for the peer to take the flush: toward a peer that
+// may be gone and an endpoint without PeerFailure, close with force.
 func (e *Endpoint) Close(force bool) error {
 	if e.h == nil {
 		return nil
