@@ -335,25 +335,23 @@ func (e *Endpoint) Flush() (Request, error) {
 	return e.op("ucp_ep_flush_nbx", st, req)
 }
 
-// Close closes the endpoint (flushing it unless force) and waits. An
-// unforced close waits for the peer to take the flush: toward a peer that
-// may be gone and an endpoint without PeerFailure, close with force.
-func (e *Endpoint) Close(force bool) error {
+// Close starts closing the endpoint: with force (on an endpoint with
+// PeerFailure; UCX allows it only there) at once, dropping what is in
+// flight; otherwise after flushing it, which needs the peer's worker to
+// take the flush (a peer in this process must be progressed meanwhile).
+// The returned request is polled on the endpoint's worker (Check, Wait).
+func (e *Endpoint) Close(force bool) (Request, error) {
 	if e.h == nil {
-		return nil
+		return Request{}, nil
 	}
 	var req unsafe.Pointer
 	f := C.int(0)
-	if force {
+	if force && e.PeerFailure {
 		f = 1
 	}
 	st := C.sk_close(e.h, f, &req)
 	e.h = nil
-	r, err := e.op("ucp_ep_close_nbx", st, req)
-	if err != nil {
-		return err
-	}
-	return e.w.Wait(&r)
+	return e.op("ucp_ep_close_nbx", st, req)
 }
 
 // Mem is memory registered with the context.

@@ -52,7 +52,14 @@ func newPair(t *testing.T, tls string, n int) *pair {
 	if p.ep, err = p.req.Connect(addr); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.ep.Close(true) })
+	t.Cleanup(func() {
+		r, err := p.ep.Close(true)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		p.wait(t, &r)
+	})
 	mm := func() []byte {
 		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		if err != nil {

@@ -1,0 +1,8 @@
+// Package ucx is to be the verbs backend over UCX (issue 19): one-sided
+// READ and WRITE as UCX gets and puts, memory registered with ucp_mem_map
+// and its packed remote keys exchanged in the segment handshake, worker
+// progress on a dedicated locked thread. Built so far, with the `ucx`
+// build tag: the funnel (internal/ucp, the only package that includes
+// UCX's headers) and the progress loop (loop.go) a connection's side
+// runs its worker on. The Transport itself is not built yet.
+package ucx

@@ -1,0 +1,167 @@
+//go:build ucx
+
+package ucx
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/scatterkit/scatterkit/verbs/ucx/internal/ucp"
+)
+
+// errLoopClosed: the loop ended before the function ran.
+var errLoopClosed = errors.New("ucx: progress loop closed")
+
+// loop owns a UCX worker on one locked OS thread: every call on the
+// worker (its endpoints, keys and operations, created single-threaded)
+// runs there, submitted with do. Between submissions it progresses the
+// worker while anything is in flight (the busy callbacks say so), and
+// otherwise sleeps on the worker's event descriptor and its own wake-up
+// descriptor, so an idle side costs no CPU and still serves what its
+// peers' operations need of its worker (over tcp UCX's one-sided
+// operations are messages the target's worker handles).
+type loop struct {
+	w    *ucp.Worker
+	efd  int // the worker's event descriptor
+	wake int // an eventfd: written by do, read by the loop
+
+	mu     sync.Mutex
+	queue  []func()
+	closed bool
+	busy   []func() bool // polled each pass: true while work is in flight
+	done   chan struct{}
+}
+
+// newLoop starts a loop on a new worker of ctx.
+func newLoop(ctx *ucp.Context) (*loop, error) {
+	l := &loop{done: make(chan struct{}), wake: -1}
+	ready := make(chan error, 1)
+	go l.run(ctx, ready)
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *loop) run(ctx *ucp.Context, ready chan<- error) {
+	runtime.LockOSThread()
+	defer close(l.done)
+	w, err := ctx.NewWorker()
+	if err != nil {
+		ready <- err
+		return
+	}
+	defer w.Close()
+	efd, err := w.EventFD()
+	if err != nil {
+		ready <- err
+		return
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		ready <- err
+		return
+	}
+	// (close closes wake once the loop has ended, under mu, so that no
+	// kick writes a descriptor number reused meanwhile.)
+	l.w, l.efd, l.wake = w, efd, wake
+	ready <- nil
+	var fns []func()
+	fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}, {Fd: int32(wake), Events: unix.POLLIN}}
+	var buf [8]byte
+	for {
+		l.mu.Lock()
+		fns, l.queue = l.queue, fns[:0]
+		closed := l.closed
+		l.mu.Unlock()
+		ran := len(fns)
+		for _, f := range fns {
+			f()
+		}
+		clear(fns)
+		fns = fns[:0]
+		if closed && ran == 0 {
+			return
+		}
+		progressed := w.Progress() > 0
+		inflight := false
+		for _, b := range l.busy {
+			if b() {
+				inflight = true
+			}
+		}
+		if progressed || inflight || ran > 0 {
+			continue
+		}
+		// Idle: arm the worker's descriptor (busy: events came in, go
+		// round again) and sleep until it or a submission wakes us.
+		if busy, err := w.Arm(); err != nil || busy {
+			continue
+		}
+		l.mu.Lock()
+		pending := len(l.queue) > 0 || l.closed
+		l.mu.Unlock()
+		if pending {
+			continue
+		}
+		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+			continue
+		}
+		_, _ = unix.Read(wake, buf[:])
+	}
+}
+
+// do runs f on the loop's thread and waits for it.
+func (l *loop) do(f func()) error {
+	ch := make(chan struct{})
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return errLoopClosed
+	}
+	l.queue = append(l.queue, func() { f(); close(ch) })
+	l.kick()
+	l.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-l.done:
+		select {
+		case <-ch:
+			return nil
+		default:
+			return errLoopClosed
+		}
+	}
+}
+
+// kick wakes the loop's thread; called with mu held, before close.
+func (l *loop) kick() {
+	one := [8]byte{1}
+	_, _ = unix.Write(l.wake, one[:])
+}
+
+// watch adds a busy callback (run on the loop's thread each pass; true
+// while it has work in flight). Call it from the loop's thread (in do).
+func (l *loop) watch(b func() bool) { l.busy = append(l.busy, b) }
+
+// close runs what was submitted, ends the loop and waits for it (the
+// worker is destroyed on its thread).
+func (l *loop) close() {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		l.kick()
+	}
+	l.mu.Unlock()
+	<-l.done
+	l.mu.Lock()
+	if l.wake >= 0 {
+		_ = unix.Close(l.wake)
+		l.wake = -1
+	}
+	l.mu.Unlock()
+}
