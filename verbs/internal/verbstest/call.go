@@ -150,7 +150,7 @@ func testCallAllocs(t *testing.T, b Backend) {
 			for range 50 { // warm: handler workers, Peer queues, buffers
 				run()
 			}
-			allocs := testing.AllocsPerRun(200, run)
+			allocs := steadyAllocs(200, run)
 			t.Logf("%s %s: %.2f allocations per Call", b.Name, tc.name, allocs)
 			require.Zero(t, allocs)
 		})
