@@ -247,7 +247,13 @@ type Endpoint struct {
 }
 
 // Connect creates an endpoint to the worker at addr (its Address), with
-// peer failure handling where the transports UCX selects offer it.
+// peer failure handling where the transports UCX selects offer it. UCX
+// parses addr without validating it (as it does a packed key in
+// UnpackKey): a malformed one from a hostile peer may crash the process,
+// so the transport over this must take both only from a peer it admitted,
+// through a handshake that checks their framing, and treat what UCX then
+// does with them as UCX's trust boundary (a known limit of building on
+// it; not tested here with garbage, which would abort the test process).
 func (w *Worker) Connect(addr []byte) (*Endpoint, error) {
 	if len(addr) == 0 {
 		return nil, &Error{Call: "ucp_ep_create", Status: -1, Text: "empty worker address"}
