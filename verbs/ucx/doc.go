@@ -1,8 +1,11 @@
 // Package ucx is to be the verbs backend over UCX (issue 19): one-sided
 // READ and WRITE as UCX gets and puts, memory registered with ucp_mem_map
 // and its packed remote keys exchanged in the segment handshake, worker
-// progress on a dedicated locked thread. Built so far, with the `ucx`
-// build tag: the funnel (internal/ucp, the only package that includes
+// progress on a dedicated locked thread. Built so far: with the `ucx`
+// build tag, the funnel (internal/ucp, the only package that includes
 // UCX's headers) and the progress loop (loop.go) a connection's side
-// runs its worker on. The Transport itself is not built yet.
+// runs its worker on; in every build, the attachment a side's handshake
+// will carry (its worker address and a packed key per listed region,
+// decoded strictly: UCX parses those blobs unvalidated). The Transport
+// itself is not built yet.
 package ucx
