@@ -97,9 +97,16 @@ func (l *loop) run(ctx *ucp.Context, ready chan<- error) {
 			continue
 		}
 		// Idle: arm the worker's descriptor (busy: events came in, go
-		// round again) and sleep until it or a submission wakes us.
-		if busy, err := w.Arm(); err != nil || busy {
+		// round again) and sleep until it or a submission wakes us. A
+		// worker that cannot be armed is looked at every millisecond
+		// instead.
+		busy, err := w.Arm()
+		if busy {
 			continue
+		}
+		timeout := -1
+		if err != nil {
+			timeout = 1
 		}
 		l.mu.Lock()
 		pending := len(l.queue) > 0 || l.closed
@@ -107,7 +114,7 @@ func (l *loop) run(ctx *ucp.Context, ready chan<- error) {
 		if pending {
 			continue
 		}
-		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
 			continue
 		}
 		_, _ = unix.Read(wake, buf[:])
@@ -149,7 +156,7 @@ func (l *loop) kick() {
 func (l *loop) watch(b func() bool) { l.busy = append(l.busy, b) }
 
 // close runs what was submitted, ends the loop and waits for it (the
-// worker is destroyed on its thread).
+// worker is destroyed on its thread: close its endpoints first).
 func (l *loop) close() {
 	l.mu.Lock()
 	if !l.closed {
