@@ -1,0 +1,79 @@
+//go:build ucx
+
+package ucx
+
+import (
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/ucx/internal/ucp"
+)
+
+// remoteRegion is a peer's listed region as this side reaches it: what
+// the handshake said of it, its base address in the peer's process and
+// its key unpacked for the endpoint.
+type remoteRegion struct {
+	info verbs.RegionInfo
+	base uint64
+	key  *ucp.RKey
+}
+
+// remoteTable is the peer's regions, for resolving work requests. A
+// one-sided get or put is not seen by the peer's code, so the checks the
+// other backends make on the serving side are made here, before a
+// request is posted (the peer's registration bounds what UCX itself can
+// reach: a key covers only the region it was packed for).
+type remoteTable struct {
+	regions []remoteRegion
+}
+
+// unpackRemote unpacks the peer's attachment (decoded against the regions
+// its handshake listed) for ep. Call it on ep's loop thread.
+func unpackRemote(ep *ucp.Endpoint, a *Attachment, listed []verbs.RegionInfo) (*remoteTable, error) {
+	t := &remoteTable{}
+	for _, rk := range a.Regions {
+		var info verbs.RegionInfo
+		for _, r := range listed {
+			if r.Key == rk.Key {
+				info = r
+			}
+		}
+		if info.Key == 0 {
+			t.destroy()
+			return nil, &AttachError{Field: "region key", Reason: "not listed in the handshake"}
+		}
+		key, err := ep.UnpackKey(rk.Packed)
+		if err != nil {
+			t.destroy()
+			return nil, err
+		}
+		t.regions = append(t.regions, remoteRegion{info: info, base: rk.Base, key: key})
+	}
+	return t, nil
+}
+
+// resolve checks a request for n bytes at off of the peer's region k,
+// needing access need, and returns the peer's address and the key to post
+// it with, or the status the other backends answer such a request with.
+func (t *remoteTable) resolve(k verbs.Key, off uint64, n uint32, need verbs.Access) (uint64, *ucp.RKey, verbs.Status) {
+	for i := range t.regions {
+		r := &t.regions[i]
+		if r.info.Key != k {
+			continue
+		}
+		switch {
+		case !r.info.Access.Has(need):
+			return 0, nil, verbs.StatusAccess
+		case off > r.info.Len || uint64(n) > r.info.Len-off:
+			return 0, nil, verbs.StatusBounds
+		}
+		return r.base + off, r.key, verbs.StatusOK
+	}
+	return 0, nil, verbs.StatusBadKey
+}
+
+// destroy releases the unpacked keys (on the endpoint's loop thread).
+func (t *remoteTable) destroy() {
+	for i := range t.regions {
+		t.regions[i].key.Destroy()
+	}
+	t.regions = nil
+}
