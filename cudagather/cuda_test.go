@@ -1455,13 +1455,7 @@ func BenchmarkHostTables(b *testing.B) {
 	gib := hostTableGiB()
 	size := gib << 30
 	t0 := time.Now()
-	buf, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Munmap(buf)
-	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
-	fillSeeded(buf, 0x5eed)
+	buf := hugeTable(b, size, 0x5eed)
 	thp, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	b.Logf("hosttable memory: %d GiB built in %v (THP %s; %s)", gib, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(string(thp)), anonHuge())
 	s, err := testCtx.NewStream()
@@ -1882,13 +1876,7 @@ func idPlans(p *plan, idSets []DevPtr) [4]plan {
 func BenchmarkStagedGatherParts(b *testing.B) {
 	size := hostTableGiB() << 30
 	const R, N = 264, 98304
-	buf, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Munmap(buf)
-	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
-	fillSeeded(buf, 0x9a27)
+	buf := hugeTable(b, size, 0x9a27)
 	r := newRand(b)
 	rows := size / R
 	ids := make([]int64, N)

@@ -25,7 +25,6 @@ var errLoopClosed = errors.New("ucx: progress loop closed")
 // operations are messages the target's worker handles).
 type loop struct {
 	w    *ucp.Worker
-	efd  int // the worker's event descriptor
 	wake int // an eventfd: written by do, read by the loop
 
 	mu     sync.Mutex
@@ -67,7 +66,7 @@ func (l *loop) run(ctx *ucp.Context, ready chan<- error) {
 	}
 	// (close closes wake once the loop has ended, under mu, so that no
 	// kick writes a descriptor number reused meanwhile.)
-	l.w, l.efd, l.wake = w, efd, wake
+	l.w, l.wake = w, wake
 	ready <- nil
 	var fns []func()
 	fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}, {Fd: int32(wake), Events: unix.POLLIN}}

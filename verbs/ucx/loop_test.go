@@ -14,6 +14,38 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/ucx/internal/ucp"
 )
 
+// mapped is n bytes of anonymous memory (UCX may hold its address, which
+// Go heap memory must not give it), unmapped when t ends.
+func mapped(t *testing.T, n int) []byte {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Munmap(b) })
+	return b
+}
+
+// testContext is a UCX context closed when t ends.
+func testContext(t *testing.T) *ucp.Context {
+	ctx, err := ucp.NewContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctx.Close)
+	return ctx
+}
+
+// testLoop is a loop on ctx closed when t ends (cleanups run last first:
+// before ctx's, when ctx was made first).
+func testLoop(t *testing.T, ctx *ucp.Context) *loop {
+	l, err := newLoop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.close)
+	return l
+}
+
 // TestLoop: a requester's loop posts a batch of gets and puts toward an
 // owner whose loop sleeps on its worker's descriptor between events (no
 // submission of its own): every request lands, over tcp (where the owner's
@@ -25,40 +57,13 @@ func TestLoop(t *testing.T) {
 			t.Setenv("UCX_TLS", tls)
 			t.Setenv("UCX_NET_DEVICES", "lo")
 			const n, each = 1 << 20, 2048
-			mm := func() []byte {
-				b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = unix.Munmap(b) })
-				return b
-			}
-			local, owned := mm(), mm()
+			local, owned := mapped(t, n), mapped(t, n)
 			r := rand.New(rand.NewPCG(3, uint64(len(tls))))
 			for i := range owned {
 				owned[i], local[i] = byte(r.Uint32()), byte(r.Uint32())
 			}
-			ownCtx, err := ucp.NewContext()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(ownCtx.Close)
-			reqCtx, err := ucp.NewContext()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(reqCtx.Close)
-			// (Cleanups run last first: the loops end before their contexts.)
-			own, err := newLoop(ownCtx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(own.close)
-			req, err := newLoop(reqCtx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(req.close)
+			ownCtx, reqCtx := testContext(t), testContext(t)
+			own, req := testLoop(t, ownCtx), testLoop(t, reqCtx)
 			var mem *ucp.Mem
 			var packed, addr []byte
 			var ferr error

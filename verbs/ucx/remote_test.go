@@ -7,8 +7,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/ucx/internal/ucp"
 )
@@ -21,30 +19,9 @@ import (
 func TestRemoteTable(t *testing.T) {
 	t.Setenv("UCX_TLS", "posix,cma")
 	const n = 64 << 10
-	ctx, err := ucp.NewContext()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ctx.Close)
-	own, err := newLoop(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(own.close)
-	req, err := newLoop(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(req.close)
-	mm := func() []byte {
-		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = unix.Munmap(b) })
-		return b
-	}
-	ro, rw, local := mm(), mm(), mm()
+	ctx := testContext(t)
+	own, req := testLoop(t, ctx), testLoop(t, ctx)
+	ro, rw, local := mapped(t, n), mapped(t, n), mapped(t, n)
 	for i := range ro {
 		ro[i], rw[i] = byte(i), byte(i*3)
 	}
