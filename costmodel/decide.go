@@ -227,7 +227,11 @@ func search(m *model, fn func(c, k int64, w int, total float64)) {
 	if m.staged {
 		cmin = m.stagedLow()
 	}
-	for w := 1; w != 0; w = nextWidth(w, p.MaxP) {
+	widest := p.MaxP
+	if m.staged {
+		widest = m.maxCalls
+	}
+	for w := 1; w != 0; w = nextWidth(w, widest) {
 		lo, hi := chunkRange(p, g, w, cmin)
 		if hi < 1 {
 			continue

@@ -2,6 +2,7 @@ package costmodel
 
 import (
 	"bytes"
+	"cmp"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -74,14 +75,22 @@ func (d Decision) AppendExplain(dst []byte) []byte {
 	dst = appendBytes(dst, d.CMin)
 	dst = append(dst, '\n')
 	if d.isStaged {
-		// DecideStaged: C_min above is its lowest chunk, B_net*L/MaxP.
+		// DecideStaged: C_min above is its lowest chunk, B_net*L/MaxCalls.
 		dst = append(dst, "staged    a command per chunk; scatter B_mem="...)
 		dst = appendSI(dst, d.staged.BMem, "B/s")
 		dst = append(dst, " R_copy="...)
 		dst = appendSI(dst, d.staged.RCopy, "/s")
 		dst = append(dst, " into "...)
 		dst = strconv.AppendInt(dst, d.staged.Runs, 10)
-		dst = append(dst, " runs\n"...)
+		dst = append(dst, " runs on "...)
+		if d.staged.Workers > 0 {
+			dst = strconv.AppendInt(dst, int64(d.staged.Workers), 10)
+		} else {
+			dst = append(dst, "one per call"...)
+		}
+		dst = append(dst, "; calls in flight <= "...)
+		dst = strconv.AppendInt(dst, int64(cmp.Or(d.staged.MaxCalls, p.MaxP)), 10)
+		dst = append(dst, '\n')
 	}
 	if d.Err != nil {
 		dst = append(dst, "invalid   "...)

@@ -168,6 +168,8 @@ type model struct {
 	// byte (1/B_mem') and for all of R runs (R/R_copy').
 	staged            bool
 	postMem, postCopy float64
+	maxCalls          int // widths searched (Staged.MaxCalls, or MaxP)
+	postWorkers       int // requester goroutines scattering (0: one per call)
 }
 
 func newModel(p *Params, g Geometry) model {

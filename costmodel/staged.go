@@ -1,6 +1,7 @@
 package costmodel
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 	"time"
@@ -20,6 +21,15 @@ type Staged struct {
 	// Runs is the number of destination runs the payload scatters into
 	// (at least one for a payload).
 	Runs int64
+	// MaxCalls is the most calls the search puts in flight (0:
+	// Params.MaxP). A call waits on the link's round trip as well as on
+	// the owner's packing, so more calls than the owner's workers can
+	// hide that wait; the owner's packing is still priced at MaxP
+	// workers at most, whatever the calls.
+	MaxCalls int
+	// Workers is how many of the requester's goroutines run scatters at
+	// once (its cores; 0: one per call in flight).
+	Workers int
 }
 
 // Validate reports the first field that makes s unusable, as a
@@ -32,6 +42,10 @@ func (s Staged) Validate() error {
 		return stagedErr("RCopy", fmtFloat(s.RCopy), "must be a positive, finite rate in runs/s")
 	case s.Runs < 0:
 		return stagedErr("Runs", strconv.FormatInt(s.Runs, 10), "must not be negative")
+	case s.MaxCalls < 0 || s.MaxCalls > MaxPipelineWidth:
+		return stagedErr("MaxCalls", strconv.Itoa(s.MaxCalls), "must be in [0, "+strconv.Itoa(MaxPipelineWidth)+"]")
+	case s.Workers < 0:
+		return stagedErr("Workers", strconv.Itoa(s.Workers), "must not be negative")
 	}
 	return nil
 }
@@ -52,19 +66,20 @@ func stagedErr(field, value, reason string) error {
 //	post1  = C/B_mem' + r_C/R_copy'         its scatter, one requester goroutine
 //	W      = min(MaxP, n*w_C)               owner workers busy (w_C: a chunk's
 //	                                        split, one below ParallelMin)
+//	V      = min(n, Workers)                requester goroutines scattering
 //	T_call = L + T_chunk_fixed + pack1/w_C + C/B_net + post1
 //	T_stag = front + max(n*pack1/W + max(T_pack, T_bulk, T_post) + C/B_net + post1,
 //	                     ceil(K/n)*T_call)
 //
-// with T_pack = (S/B_mem + M/R_copy)/W, T_post = (S/B_mem' + R/R_copy')/n,
+// with T_pack = (S/B_mem + M/R_copy)/W, T_post = (S/B_mem' + R/R_copy')/V,
 // m_C and r_C the spans and runs of one chunk (M and R in proportion), and
 // the primed rates the requester's (Staged). The first term is the
 // pipeline: the first n chunks packed at once (the fill), the slowest of
 // the owner's packing, the link and the requester's scatter, and the last
 // chunk's transfer and scatter (the drain); the second is one call slot
 // running its chunks back to back. The search runs P over 1, 2, 4, ... up
-// to MaxP and C from the bandwidth-delay product shared by MaxP calls,
-// B_net*L/MaxP, to C_max(P); C_min does not bound it, since a call's fixed
+// to MaxCalls (Staged; MaxP by default) and C from the bandwidth-delay
+// product shared by MaxCalls calls, B_net*L/MaxCalls, to C_max(P); C_min does not bound it, since a call's fixed
 // cost is in T_call. It does not allocate; on invalid input it returns a
 // direct decision with Err set.
 func DecideStaged(p Params, g Geometry, s Staged) Decision {
@@ -96,14 +111,15 @@ func newStagedModel(p *Params, g Geometry, s Staged) model {
 	m := newModel(p, g)
 	m.staged = true
 	m.postMem, m.postCopy = 1/s.BMem, float64(s.Runs)/s.RCopy
+	m.maxCalls, m.postWorkers = cmp.Or(s.MaxCalls, p.MaxP), s.Workers
 	return m
 }
 
 // stagedLow is the smallest chunk a staged search tries: the
-// bandwidth-delay product shared by MaxP calls in flight, at least one
-// byte.
+// bandwidth-delay product shared by MaxCalls calls in flight, at least
+// one byte.
 func (m *model) stagedLow() int64 {
-	return max(bytesUp(m.p.BNet*m.l/float64(max(m.p.MaxP, 1))), 1)
+	return max(bytesUp(m.p.BNet*m.l/float64(max(m.maxCalls, 1))), 1)
 }
 
 // stagedTerms evaluates T_stag for c-byte chunks, k of them, with w calls
@@ -117,7 +133,11 @@ func (m *model) stagedTerms(c, k int64, w int) terms {
 	pack1 := cf*m.invMem + frac*m.mCopy
 	post1 := cf*m.postMem + frac*m.postCopy
 	pack := (m.sMem + m.mCopy) / workers
-	post := (s*m.postMem + m.postCopy) / float64(n)
+	scatter := n
+	if m.postWorkers > 0 {
+		scatter = min(n, int64(m.postWorkers))
+	}
+	post := (s*m.postMem + m.postCopy) / float64(scatter)
 	bulk := m.bulk(k)
 	pipeline := float64(n)*pack1/workers + max(pack, bulk, post) + cf*m.invNet + post1
 	call := m.l + m.p.TChunkFixed.Seconds() + pack1/float64(split) + cf*m.invNet + post1

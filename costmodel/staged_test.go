@@ -1,6 +1,7 @@
 package costmodel
 
 import (
+	"cmp"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -38,6 +39,21 @@ func TestTStagedByHand(t *testing.T) {
 	// T_call = 10 us + 2 + 1 + 1 = 4.01 ms, twice: 8.02 ms.
 	p.ParallelMin = 2_000_000
 	require.Equal(t, 100*time.Microsecond+8020*time.Microsecond, TStaged(p, g, s, 1_000_000, 2))
+	// Two requester goroutines for four calls: the scatter of all the
+	// chunks takes T_post = 4 ms/2 = 2 ms however many calls; the owner
+	// packs on MaxP = 4 workers at most. 4 calls of 1 MB, ParallelMin
+	// 2 MB: pipeline = 4*2/4 + max(8/4, 4.01, 2) + 1 + 1 = 8.01 ms;
+	// T_call 4.01 ms once.
+	s.Workers = 2
+	require.Equal(t, 100*time.Microsecond+8010*time.Microsecond, TStaged(p, g, s, 1_000_000, 4))
+	// One goroutine: T_post = 4 ms, and the pipeline 2 + 4.01 + 2 = 8.01
+	// still (T_bulk is the slower stage).
+	s.Workers = 1
+	require.Equal(t, 100*time.Microsecond+8010*time.Microsecond, TStaged(p, g, s, 1_000_000, 4))
+	p.BNet = 1e10 // T_bulk 0.41 ms: the one scatterer is the slower stage
+	// pipeline = 2 + max(2, 0.41, 4) + 0.1 + 1 = 7.1 ms.
+	require.Equal(t, 100*time.Microsecond+7100*time.Microsecond, TStaged(p, g, s, 1_000_000, 4))
+	p.BNet, s.Workers = 1e9, 0
 	require.Equal(t, Forever, TStaged(p, g, s, 0, 2))
 	require.Equal(t, Forever, TStaged(p, g, s, 1000, 0))
 	require.Equal(t, Forever, TStaged(p, g, Staged{}, 1000, 1))
@@ -54,22 +70,27 @@ func checkStaged(t testing.TB, p Params, g Geometry, s Staged, d Decision) {
 	cands := d.AppendCandidates(nil)
 	require.Equal(t, d.Evaluated, len(cands))
 	best := Forever
-	// Bounds no candidate can beat: the link carries every byte, and the
-	// requester scatters every byte on at most P goroutines.
+	// Bounds no candidate can beat: the link carries every byte, the
+	// owner packs every byte on at most MaxP workers, and the requester
+	// scatters every byte on at most P goroutines (Workers, if fewer).
 	m := newStagedModel(&p, g, s)
 	for _, c := range cands[1:] {
 		require.Equal(t, ModeGather, c.Mode)
 		require.GreaterOrEqual(t, c.C, int64(1))
 		require.LessOrEqual(t, c.C, g.S)
 		require.LessOrEqual(t, int64(c.P)*c.C, p.StagingBudget)
-		require.LessOrEqual(t, c.P, p.MaxP)
+		require.LessOrEqual(t, c.P, cmp.Or(s.MaxCalls, p.MaxP))
 		require.LessOrEqual(t, int64(c.P), c.K)
 		require.Equal(t, Chunks(g.S, c.C), c.K)
 		require.Equal(t, TStaged(p, g, s, c.C, c.P), c.Total)
 		if !c.Clamped {
 			require.GreaterOrEqual(t, c.C, d.CMin)
 		}
-		floor := duration(m.front + max(m.sNet, (float64(g.S)*m.postMem+m.postCopy)/float64(c.P)))
+		scatter := c.P
+		if s.Workers > 0 {
+			scatter = min(scatter, s.Workers)
+		}
+		floor := duration(m.front + max(m.sNet, (float64(g.S)*m.postMem+m.postCopy)/float64(scatter), m.pack(p.MaxP)))
 		require.GreaterOrEqual(t, c.Total, floor-1, "%+v", c) // -1: rounding
 		best = min(best, c.Total)
 	}
@@ -84,7 +105,8 @@ func checkStaged(t testing.TB, p Params, g Geometry, s Staged, d Decision) {
 }
 
 func randomStaged(r *rand.Rand, g Geometry) Staged {
-	return Staged{BMem: logUniform(r, 1e8, 1e11), RCopy: logUniform(r, 1e5, 1e8), Runs: max(1, g.N/int64(1+r.IntN(64)))}
+	return Staged{BMem: logUniform(r, 1e8, 1e11), RCopy: logUniform(r, 1e5, 1e8), Runs: max(1, g.N/int64(1+r.IntN(64))),
+		MaxCalls: r.IntN(3) * r.IntN(33), Workers: r.IntN(2) * r.IntN(17)}
 }
 
 func TestDecideStagedInvariantsRandom(t *testing.T) {
@@ -142,6 +164,45 @@ func TestDecideStagedPipelinesTheCalls(t *testing.T) {
 	}
 }
 
+// Calls wait on the round trip as well as on the owner's packing: on a
+// link whose round trip is long against a chunk's packing, more calls in
+// flight than the owner's workers (Staged.MaxCalls) finish sooner, and
+// the search takes them; the owner's packing is priced at MaxP workers
+// whatever the calls, so where the packing is the slower stage it does
+// not.
+func TestDecideStagedCallsPastTheWorkers(t *testing.T) {
+	frag := Geometry{S: 49_152 * 200, N: 49_152, M: 49_152}
+	p := Params{
+		BNet: 10e9, RPost: 1.9e6, Q: 4096, L: 300 * time.Microsecond,
+		BMem: 4.8e9, RCopy: 60e6, TControl: 130 * time.Microsecond,
+		Epsilon: 0.05, Margin: 0.1, StagingBudget: 64 << 20, MaxP: 8, ParallelMin: 512 << 10, MaxChunk: 256 << 10,
+	}
+	s := Staged{BMem: 6e9, RCopy: 25e6, Runs: frag.N, Workers: 16}
+	eight := DecideStaged(p, frag, s)
+	checkStaged(t, p, frag, s, eight)
+	s.MaxCalls = 16
+	sixteen := DecideStaged(p, frag, s)
+	checkStaged(t, p, frag, s, sixteen)
+	t.Logf("MaxCalls 8: %v\nMaxCalls 16: %v", eight.Gather, sixteen.Gather)
+	require.Equal(t, 16, sixteen.Gather.P)
+	require.Less(t, float64(sixteen.Gather.Total), 0.8*float64(eight.Gather.Total))
+	// A round trip of 5 us and an owner packing at 300 MB/s a worker:
+	// its 8 workers are the slower stage, T_pack = 4.2 ms. Eight calls
+	// leave them idle while each call's chunk crosses the link and is
+	// scattered; sixteen keep them busy, down to the packing's floor and
+	// never below it.
+	p.BMem, p.L = 0.3e9, 5*time.Microsecond
+	s.MaxCalls = 0
+	eight = DecideStaged(p, frag, s)
+	s.MaxCalls = 16
+	sixteen = DecideStaged(p, frag, s)
+	checkStaged(t, p, frag, s, sixteen)
+	floor := p.TControl + time.Duration(float64(frag.S)/p.BMem/8*1e9+float64(frag.M)/p.RCopy/8*1e9)
+	t.Logf("floor %v: MaxCalls 8: %v, 16: %v", floor, eight.Gather, sixteen.Gather)
+	require.Greater(t, float64(eight.Gather.Total), 1.15*float64(floor))
+	require.Less(t, float64(sixteen.Gather.Total), 1.05*float64(floor))
+}
+
 func TestDecideStagedInvalid(t *testing.T) {
 	p, g, s := stagedHand()
 	for _, tc := range []struct {
@@ -151,6 +212,9 @@ func TestDecideStagedInvalid(t *testing.T) {
 		{Staged{BMem: 0, RCopy: 1, Runs: 1}, "Staged.BMem"},
 		{Staged{BMem: 1, RCopy: -1, Runs: 1}, "Staged.RCopy"},
 		{Staged{BMem: 1, RCopy: 1, Runs: -1}, "Staged.Runs"},
+		{Staged{BMem: 1, RCopy: 1, Runs: 1, MaxCalls: -1}, "Staged.MaxCalls"},
+		{Staged{BMem: 1, RCopy: 1, Runs: 1, MaxCalls: MaxPipelineWidth + 1}, "Staged.MaxCalls"},
+		{Staged{BMem: 1, RCopy: 1, Runs: 1, Workers: -1}, "Staged.Workers"},
 	} {
 		d := DecideStaged(p, g, tc.s)
 		require.ErrorIs(t, d.Err, ErrInvalidParams)
@@ -177,7 +241,9 @@ func TestDecideStagedExplainAndAllocs(t *testing.T) {
 	require.Zero(t, testing.AllocsPerRun(100, func() { d = DecideStaged(p, g, s) }))
 	out := d.String()
 	t.Log("\n" + out)
-	require.Contains(t, out, "staged    a command per chunk; scatter B_mem=2GB/s R_copy=2M/s into 4000 runs")
+	require.Contains(t, out, "staged    a command per chunk; scatter B_mem=2GB/s R_copy=2M/s into 4000 runs on one per call; calls in flight <= 4")
+	s.MaxCalls, s.Workers = 8, 2
+	require.Contains(t, DecideStaged(p, g, s).String(), "into 4000 runs on 2; calls in flight <= 8")
 	require.Contains(t, out, "*gather")
 	_, ok := Decide(p, g).Staged()
 	require.False(t, ok)

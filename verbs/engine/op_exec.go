@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync"
 	"time"
 
@@ -283,7 +284,8 @@ func (op *Operation) decide() {
 			// such (costmodel.DecideStaged).
 			op.g.stagedInline = op.stagedInlineMax(info)
 			op.dec = costmodel.DecideStaged(op.stagedParams(p), g, costmodel.Staged{
-				BMem: op.e.local.BMem, RCopy: op.e.local.RCopy, Runs: int64(op.geom.Runs)})
+				BMem: op.e.local.BMem, RCopy: op.e.local.RCopy, Runs: int64(op.geom.Runs),
+				MaxCalls: stagedMaxCalls(p.MaxP), Workers: runtime.GOMAXPROCS(0)})
 			cand = op.dec.Gather
 		}
 		switch {
@@ -312,6 +314,17 @@ func (op *Operation) decide() {
 	if !op.shape(info, cand) {
 		op.noGather(FallbackUnsupported, nil)
 	}
+}
+
+// stagedMaxCalls bounds a staged READ's calls in flight: twice the owner's
+// pack workers (as capped by the engine's MaxP), since a call waits on the
+// round trip and the requester's scatter as long as on the owner's
+// packing, and twice the workers keep them busy through those waits
+// (the model prices the owner's packing at its workers whatever the
+// calls). A 2-core owner is sent 4 at most; the owner's own MaxCommands
+// bounds what all its peers' calls hold.
+func stagedMaxCalls(workers int) int {
+	return min(2*max(workers, 1), costmodel.MaxPipelineWidth)
 }
 
 // stageable reports whether a READ gather can land in the engine's staging:
