@@ -219,8 +219,8 @@ type Context struct {
 	hostBad int64
 
 	stg stager // CPU-staged lookups (staged.go)
-	// calClass holds the last calibration of each class of host tables
-	// (classOf), for tables of a class not calibrated themselves.
+	// calClass holds the last calibration of each class of host lookups
+	// (tableSet.key: the row size and the span of the lookup's tables).
 	calClass map[calKey]HostCalibration
 	// hostDefault is the HostPath of requests that leave Host as
 	// HostAuto (SetHostPath).

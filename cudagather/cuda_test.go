@@ -1387,8 +1387,13 @@ func TestStagedCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !(cal.SplitFactor >= 0.5 && cal.SplitFactor <= 100) || cal.StagedPerRow <= 0 && cal.ZeroCopyPerRow <= 0 {
-		t.Fatalf("calibration %+v: no split factor measured, or no per-row cost", cal)
+	if !(cal.SplitFactor >= 0.5 && cal.SplitFactor <= 100) || cal.Rows != calibrationRows(R) {
+		t.Fatalf("calibration %+v: no split factor measured, or not at the probe sizes %v", cal, calibrationRows(R))
+	}
+	for i := range cal.Rows {
+		if cal.ZeroCopy[i] <= 0 || cal.Staged[i] <= 0 {
+			t.Fatalf("calibration %+v: a probe not timed", cal)
+		}
 	}
 	s, err := testCtx.NewStream()
 	if err != nil {
@@ -1494,15 +1499,6 @@ func BenchmarkHostTables(b *testing.B) {
 		if R == 64 {
 			b.Logf("hosttable registered: %s", anonHuge())
 		}
-		t2 := time.Now()
-		cal, err := testCtx.CalibrateHost(ta)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := testCtx.CalibrateHost(tb); err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("hosttable R=%d: 2 x %d GiB registered in %v, calibrated in %v: %+v", R, half>>30, reg.Round(time.Millisecond), time.Since(t2).Round(time.Millisecond), cal)
 		tabs := make([]*Table, K)
 		srcs := make([][]byte, K)
 		offsets := make([]int64, K)
@@ -1513,6 +1509,15 @@ func BenchmarkHostTables(b *testing.B) {
 			}
 			offsets[k] = int64(k) * 1000
 		}
+		// The class of the lookups below: both tables' spans together,
+		// as a HostAuto lookup would calibrate it on first use.
+		t2 := time.Now()
+		set := setOf(tabs)
+		cal, err := testCtx.calibrate(&set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("hosttable R=%d: 2 x %d GiB registered in %v, calibrated in %v: %+v", R, half>>30, reg.Round(time.Millisecond), time.Since(t2).Round(time.Millisecond), cal)
 		for _, n := range []int{192, 4096, 98304, 196608} {
 			T := n / K
 			var idSets [4]DevPtr

@@ -69,15 +69,17 @@
 //     (ordered after the caller's stream, which then waits for it) while
 //     the CPU stages the rest: the two limits are separate, and side by
 //     side their rates add.
-//   - HostAuto (the default) picks the fastest predicted from the tables'
-//     calibrations (CalibrateHost: both paths timed on random rows over
-//     the whole table at two sizes, a fixed and a per-row cost fitted for
-//     each; done on a table's first HostAuto lookup unless a table of
-//     its class, the same row size and a span within the same power of
-//     two, was calibrated already, or ahead by the caller), the split
-//     where both parts take equal predicted times, priced at that time
-//     times the split factor the calibration measured (its two parts
-//     share the PCIe link and the host's memory).
+//   - HostAuto (the default) picks the fastest predicted from the
+//     calibration of the lookup's class (CalibrateHost: both paths timed
+//     on random rows over the whole of the lookup's tables at three sizes
+//     up to 262,144 rows, interpolated between them, since zero-copy's
+//     cost a row grows with the rows; the class is the row size and the
+//     power of two of the tables' spans together, the span the device
+//     translates; measured on a class's first HostAuto lookup, or ahead
+//     by the caller for a table), the split where both parts take equal
+//     predicted times, priced at that time times the split factor the
+//     calibration measured (its two parts share the PCIe link and the
+//     host's memory).
 //
 // Rows larger than a pinned slot (2 MiB) are read zero-copy only. A
 // staged or split lookup returns once its rows have been gathered (its

@@ -762,12 +762,15 @@ func (t *Table) Calibration() (HostCalibration, bool) {
 }
 
 // CalibrateHost measures both host paths on t (a host table): lookups of
-// two sizes of random rows over the whole table, each timed to its
-// stream's completion (median of three after a warm-up), and fits each
-// path's fixed and per-row cost. HostAuto lookups calibrate a table on
-// first use; a caller may do it ahead (it takes tens of milliseconds). It
-// must not run while its stream is being captured (it uses a stream of
-// its own).
+// three sizes of random rows over the whole table (calibrationRows), each
+// timed to its stream's completion (median of three after a warm-up), and
+// a split at the largest size against what its parts predict. HostAuto
+// lookups calibrate on first use the class of the tables they read (their
+// row size and the power of two of their tables' spans together: see
+// tableSet); a caller may calibrate a table ahead (it takes about a tenth
+// of a second: the largest size is 262,144 rows), which stands for the
+// lookups of that table alone and of tables of its class. It must not
+// run while its stream is being captured (it uses a stream of its own).
 func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 	if err := c.enter(); err != nil {
 		return HostCalibration{}, err
@@ -778,28 +781,51 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 	if t.host == nil {
 		return HostCalibration{}, &ArgError{Field: "table", Reason: "a device table (only host tables have two paths)"}
 	}
-	if int64(t.rowBytes) > stagedChunk {
-		return HostCalibration{}, &ArgError{Field: "table", Reason: fmt.Sprintf("rows of %d bytes: only the zero-copy path reads rows larger than %d", t.rowBytes, stagedChunk)}
+	set := setOf([]*Table{t})
+	cal, err := c.calibrate(&set)
+	if err != nil {
+		return HostCalibration{}, err
+	}
+	c.mu.Lock()
+	t.cal = &cal
+	c.mu.Unlock()
+	return cal, nil
+}
+
+// calibrate measures set's class (see CalibrateHost): each probe spreads
+// its rows over the set's tables, one column each, and the result is
+// kept for the class.
+func (c *Context) calibrate(set *tableSet) (HostCalibration, error) {
+	tabs := set.t[:set.n]
+	R := int64(tabs[0].rowBytes)
+	if R > stagedChunk {
+		return HostCalibration{}, &ArgError{Field: "table", Reason: fmt.Sprintf("rows of %d bytes: only the zero-copy path reads rows larger than %d", R, stagedChunk)}
 	}
 	if c.pool == nil {
 		return HostCalibration{}, fmt.Errorf("%w: CPU-staged lookups need the device's stream-ordered memory pools", ErrNotSupported)
 	}
-	R := int64(t.rowBytes)
-	hi := min(int64(65536), max((64<<20)/R, 64))
-	lo := max(hi/4, 16)
+	K := int64(len(tabs))
+	var sizes [3]int64
+	for i, n := range calibrationRows(R) {
+		sizes[i] = max(n/K, 1) * K // whole tokens of K columns
+	}
+	hi := sizes[2]
 	s, err := c.NewStream()
 	if err != nil {
 		return HostCalibration{}, err
 	}
 	defer c.DestroyStream(s)
-	id64 := t.rows > 1<<31-1
+	id64 := false
+	for _, t := range tabs {
+		id64 = id64 || t.rows > 1<<31-1
+	}
 	idb := make([]byte, hi*8)
-	seed := uint64(t.rows)*0x9e3779b97f4a7c15 ^ uint64(R)
+	seed := set.span*0x9e3779b97f4a7c15 ^ uint64(R)
 	for i := range hi {
 		seed ^= seed << 13
 		seed ^= seed >> 7
 		seed ^= seed << 17
-		v := int64(seed % uint64(t.rows))
+		v := int64(seed % uint64(tabs[i%K].rows)) // token-major: column i%K reads table i%K
 		if id64 {
 			binary.LittleEndian.PutUint64(idb[8*i:], uint64(v))
 		} else {
@@ -819,10 +845,8 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 		return HostCalibration{}, err
 	}
 	defer c.Free(out)
-	var tabs [1]*Table
-	tabs[0] = t
 	time1 := func(n int64, path HostPath) (time.Duration, error) {
-		r := &Request{Tables: tabs[:], IDs: ids, IDs64: id64, T: int(n), K: 1, Out: out, OutBytes: n * R, Host: path}
+		r := &Request{Tables: tabs, IDs: ids, IDs64: id64, T: int(n / K), K: int(K), Out: out, OutBytes: n * R, Host: path}
 		r.TokenMajor(int(R))
 		var ds [4]time.Duration
 		for i := range ds {
@@ -838,53 +862,51 @@ func (c *Context) CalibrateHost(t *Table) (HostCalibration, error) {
 		slices.Sort(ds[1:])
 		return ds[2], nil
 	}
-	var cal HostCalibration
-	cal.Rows = [2]int64{lo, hi}
-	for _, path := range [...]HostPath{HostZeroCopy, HostStaged} {
-		a, err := time1(lo, path)
+	cal := HostCalibration{Rows: sizes}
+	for i, n := range sizes {
+		z, err := time1(n, HostZeroCopy)
 		if err != nil {
 			return HostCalibration{}, err
 		}
-		b, err := time1(hi, path)
+		st, err := time1(n, HostStaged)
 		if err != nil {
 			return HostCalibration{}, err
 		}
-		per := max((b-a).Seconds()/float64(hi-lo), 0)
-		fixed := max(a-time.Duration(per*float64(lo)*1e9), 0)
-		if path == HostZeroCopy {
-			cal.ZeroCopyFixed, cal.ZeroCopyPerRow = fixed, per
-		} else {
-			cal.StagedFixed, cal.StagedPerRow = fixed, per
-		}
+		cal.ZeroCopy[i], cal.Staged[i] = z, st
 	}
-	// A split, at the larger size with the tokens the two lines balance:
-	// its parts share the link and the host's memory, so it is measured
-	// against what they predict. (t holds the two lines meanwhile, which
-	// the split's own choice of tokens reads.)
+	// A split, at the largest size with the tokens the two curves
+	// balance: its parts share the link and the host's memory, so it is
+	// measured against what they predict. (The class holds the curves
+	// meanwhile, which the split's own choice of tokens reads.)
+	key := set.key()
 	c.mu.Lock()
-	lines := cal
-	t.cal = &lines
+	if c.calClass == nil {
+		c.calClass = map[calKey]HostCalibration{}
+	}
+	prev, had := c.calClass[key]
+	c.calClass[key] = cal
 	c.mu.Unlock()
-	f := hostFigures{zf: cal.ZeroCopyFixed.Seconds(), zr: cal.ZeroCopyPerRow, sf: cal.StagedFixed.Seconds(), sr: cal.StagedPerRow, split: 1}
-	sr := &Request{Tables: tabs[:], T: int(hi), K: 1}
-	_, tz := f.choose(sr, hi)
-	if pred := f.splitTime(sr, tz); pred > 0 {
+	var f hostFigures
+	f.add(cal)
+	f.done()
+	sr := &Request{Tables: tabs, T: int(hi / K), K: int(K)}
+	if pred := f.splitTime(sr, f.balance(sr)); pred > 0 && hi/K >= 2 {
 		d, err := time1(hi, HostSplit)
 		if err != nil {
 			c.mu.Lock()
-			t.cal = nil
+			if had {
+				c.calClass[key] = prev
+			} else {
+				delete(c.calClass, key)
+			}
 			c.mu.Unlock()
 			return HostCalibration{}, err
 		}
 		cal.SplitFactor = min(max(d.Seconds()/pred, 0.5), 100)
 	}
-	// (Its ids are rows of the table: it leaves the status word alone.)
+	// (Its ids are rows of the tables: it leaves the status word alone.)
 	c.mu.Lock()
-	t.cal = &cal
-	if c.calClass == nil {
-		c.calClass = map[calKey]HostCalibration{}
-	}
-	c.calClass[classOf(t)] = cal
+	c.calClass[key] = cal
 	c.mu.Unlock()
 	return cal, nil
 }
@@ -950,82 +972,37 @@ func (c *Context) hostPath(s Stream, r *Request, n int64) (path HostPath, tz int
 	return path, tz, nil
 }
 
-// hostFigures are the columns' calibrations averaged (each column is a
-// share of the rows): fixed and per-row seconds of each path.
-type hostFigures struct {
-	zf, zr, sf, sr float64
-	split          float64 // the largest of the columns' SplitFactor (1 where none measured it)
-	err            error
-}
-
-// hostFigures gathers r's tables' calibrations: a table's own, or that of
-// a table of its class already measured (its row size, its span within a
-// factor of two: a store of many like tables is calibrated once), or,
-// with calibrate, one made now. ok is false when a table has none (and
-// calibrate is false).
+// hostFigures is the calibration r's lookup is priced by: that of its one
+// table when the caller calibrated it, else that of its tables' class
+// (tableSet: their row size and their spans together, measured once for
+// a store of many like lookups), or, with calibrate, one made now. ok is
+// false when there is none (and calibrate is false).
 func (c *Context) hostFigures(r *Request, calibrate bool) (f hostFigures, ok bool) {
-	var missing *Table
-	c.mu.Lock() // t.cal and calClass are written under c.mu: one lock for all columns
-	for _, t := range r.Tables {
-		cal, have := HostCalibration{}, t.cal != nil
-		if have {
-			cal = *t.cal
-		} else if cal, have = c.calClass[classOf(t)]; !have {
-			missing = t
-			break
-		}
-		f.zf += cal.ZeroCopyFixed.Seconds()
-		f.zr += cal.ZeroCopyPerRow
-		f.sf += cal.StagedFixed.Seconds()
-		f.sr += cal.StagedPerRow
-		f.split = max(f.split, cal.SplitFactor)
+	set := setOf(r.Tables)
+	if set.n == 0 {
+		return hostFigures{}, false
+	}
+	key := set.key()
+	c.mu.Lock() // t.cal and calClass are written under c.mu
+	cal, have := HostCalibration{}, false
+	if t := set.t[0]; set.n == 1 && t.cal != nil {
+		cal, have = *t.cal, true
+	} else {
+		cal, have = c.calClass[key]
 	}
 	c.mu.Unlock()
-	if f.split == 0 {
-		f.split = 1
-	}
-	if missing != nil {
+	if !have {
 		if !calibrate {
 			return hostFigures{}, false
 		}
-		if _, err := c.CalibrateHost(missing); err != nil {
+		var err error
+		if cal, err = c.calibrate(&set); err != nil {
 			return hostFigures{err: err}, false
 		}
-		return c.hostFigures(r, true) // it has one now
 	}
-	k := float64(r.K)
-	f.zf, f.zr, f.sf, f.sr = f.zf/k, f.zr/k, f.sf/k, f.sr/k
+	f.add(cal)
+	f.done()
 	return f, true
-}
-
-// choose is the fastest predicted path for r's n rows: a split (its
-// zero-copy tokens tz, where both parts take equal predicted times, at
-// least one token each way; not for strict lookups) when it beats both
-// others by 5%, else staged or zero-copy. tz is the split's even when it
-// is not chosen.
-func (f hostFigures) choose(r *Request, n int64) (HostPath, int) {
-	nf, k := float64(n), float64(r.K)
-	zero, staged := f.zf+nf*f.zr, f.sf+nf*f.sr
-	tz := r.T / 2
-	if f.zr+f.sr > 0 {
-		tz = int((f.sf-f.zf+nf*f.sr)/(f.zr+f.sr)/k + 0.5)
-	}
-	tz = min(max(tz, 1), max(r.T-1, 1))
-	split := f.splitTime(r, tz) * max(f.split, 0.5)
-	switch {
-	case !r.Strict && r.T >= 2 && split < 0.95*min(zero, staged):
-		return HostSplit, tz
-	case staged < zero:
-		return HostStaged, tz
-	}
-	return HostZeroCopy, tz
-}
-
-// splitTime is what a split of r with tz zero-copy tokens takes by its
-// parts' lines alone: the longer of the two, run at once.
-func (f hostFigures) splitTime(r *Request, tz int) float64 {
-	k := float64(r.K)
-	return max(f.zf+float64(tz)*k*f.zr, f.sf+float64(r.T-tz)*k*f.sr)
 }
 
 // lookupSplit runs a checked plan p of r (every table a host table) as a

@@ -1,9 +1,6 @@
 package cudagather
 
-import (
-	"math/bits"
-	"time"
-)
+import "time"
 
 // Table is a table a context's lookups read: NumRows rows of RowBytes
 // bytes, either host memory registered and mapped into the device's
@@ -32,34 +29,62 @@ func (t *Table) Host() bool { return t.host != nil }
 func (t *Table) DevPtr() DevPtr { return t.ptr }
 
 // HostCalibration is what CalibrateHost measured for one host table on
-// this machine: the time of a lookup of n random rows spread over the
-// whole table, as fixed + n*PerRow, on each path.
+// this machine: the times of lookups of random rows spread over the whole
+// table, at three sizes, on each path. A path's time is not a line in the
+// rows: zero-copy's per-row cost grows with the rows in flight (the
+// device's translations of host pages miss more, up to about 31 ns a row
+// on the H200 at 32 GiB, where 4,096 rows take 7 ns each), so Predict
+// interpolates between the measured sizes instead of fitting one line.
 type HostCalibration struct {
-	// ZeroCopyFixed and ZeroCopyPerRow fit HostZeroCopy lookups (the
-	// device translating the table's pages as it reads).
-	ZeroCopyFixed  time.Duration
-	ZeroCopyPerRow float64 // seconds
-	// StagedFixed and StagedPerRow fit HostStaged lookups (ids read back,
-	// the CPU gather with the context's workers, the copies, the placing
-	// pass), measured to the stream's completion.
-	StagedFixed  time.Duration
-	StagedPerRow float64 // seconds
-	// SplitFactor is a HostSplit lookup's measured time over the time its
-	// two parts predict (the longer of the two lines above at its
-	// tokens): they run at once on one PCIe link and one host memory, and
-	// the split is priced at its parts' time times this (0: not measured,
-	// taken as 1).
+	// Rows are the probe sizes, ascending (the largest is 262,144 rows,
+	// or fewer where that would take more than 128 MiB of output).
+	Rows [3]int64
+	// ZeroCopy is the median time of a HostZeroCopy lookup of each probe
+	// size; Staged of a HostStaged one (ids read back, the CPU gather with
+	// the context's workers, the copies, the placing pass), each measured
+	// to the stream's completion.
+	ZeroCopy, Staged [3]time.Duration
+	// SplitFactor is a HostSplit lookup's measured time, at the largest
+	// probe size, over the time its two parts predict (the longer of the
+	// two at its tokens): they run at once on one PCIe link and one host
+	// memory, and the split is priced at its parts' time times this (0:
+	// not measured, taken as 1).
 	SplitFactor float64
-	// Rows are the two probe sizes the lines were fitted through.
-	Rows [2]int64
 }
 
 // Predict returns the predicted time of a lookup of n rows from the
-// table on each path.
+// table on each path: between two probe sizes, the straight line through
+// their times; past the largest, the last two's slope; below the
+// smallest, the larger of the first two's line and the first time scaled
+// by n (a cost that grows faster than the rows, as zero-copy's does,
+// would otherwise be predicted below zero).
 func (h HostCalibration) Predict(n int64) (zeroCopy, staged time.Duration) {
-	z := h.ZeroCopyFixed + time.Duration(float64(n)*h.ZeroCopyPerRow*1e9)
-	s := h.StagedFixed + time.Duration(float64(n)*h.StagedPerRow*1e9)
-	return z, s
+	var rows, z, s [3]float64
+	for i := range rows {
+		rows[i], z[i], s[i] = float64(h.Rows[i]), h.ZeroCopy[i].Seconds(), h.Staged[i].Seconds()
+	}
+	at := float64(n)
+	return time.Duration(interpolate(&rows, &z, at) * 1e9), time.Duration(interpolate(&rows, &s, at) * 1e9)
+}
+
+// interpolate is the piecewise-linear curve through (rows[i], ts[i]) at n
+// (see HostCalibration.Predict); rows ascending, distinct. Slopes below
+// zero (a noisy probe) are taken as zero.
+func interpolate(rows, ts *[3]float64, n float64) float64 {
+	i := 0
+	if n > rows[1] {
+		i = 1
+	}
+	dr := rows[i+1] - rows[i]
+	if !(dr > 0) {
+		return max(ts[2], 0)
+	}
+	slope := max((ts[i+1]-ts[i])/dr, 0)
+	v := ts[i] + slope*(n-rows[i])
+	if n < rows[0] && rows[0] > 0 {
+		v = max(v, ts[0]*n/rows[0])
+	}
+	return max(v, 0)
 }
 
 // calKey is a class of host tables that one calibration stands for: the
@@ -70,7 +95,9 @@ type calKey struct {
 	spanLog2 int
 }
 
-// classOf is t's calibration class.
+// classOf is the calibration class of lookups of t alone.
 func classOf(t *Table) calKey {
-	return calKey{rowBytes: t.rowBytes, spanLog2: bits.Len64(uint64(t.rows) * uint64(t.rowBytes))}
+	set := tableSet{n: 1, span: uint64(t.rows) * uint64(t.rowBytes)}
+	set.t[0] = t
+	return set.key()
 }
