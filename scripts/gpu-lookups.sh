@@ -11,7 +11,9 @@
 # host tables (BenchmarkHostTables: two tables of GiB/2, K=24, offsets, 3%
 # -1) and their torch peer (torch_host.py: CPU index_select into pinned,
 # then one copy), what huge pages and registration in slices change
-# (BenchmarkHostTableBacking), and prints one table. JSON lines and logs
+# (BenchmarkHostTableBacking), small lookups (T=8, K=24) eager and in
+# replayed graphs (tools/python/bench/bench_cuda.py, and a small Go
+# lookup's host cost, BenchmarkLaunchOverhead), and prints one table. JSON lines and logs
 # go to $OUT.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,6 +42,12 @@ grep -E 'hostbacking|FAIL|panic' "$OUT/backing.log" | sed 's/^ *cuda_test.go:[0-
 echo "== torch peer (CPU index_select into pinned + copy)"
 PYTHONUNBUFFERED=1 timeout -k 5 400 python3 .gpu/torch_host.py --gib "$CUDAGATHER_HOST_GIB" --json "$OUT/torch.jsonl" >"$OUT/torch.log" 2>&1 || rc=1
 grep -v '^{' "$OUT/torch.log" | tail -3
+echo "== small lookups (T=8, K=24) and device tables from Python: bench_cuda.py"
+SCATTERKIT_LIB=$PWD/.gpu PYTHONUNBUFFERED=1 timeout -k 5 300 python3 tools/python/bench/bench_cuda.py --json "$OUT/pycuda.jsonl" >"$OUT/pycuda.log" 2>&1 || rc=1
+grep -E 'T=8|R=264|ratio|goal' "$OUT/pycuda.log" | head -20
+echo "== a small lookup's host cost (Go): check, bare launch, Lookup"
+timeout -k 5 120 .gpu/cudagather.test -test.run '^$' -test.bench LaunchOverhead -test.benchtime 1x -test.v >"$OUT/overhead.log" 2>&1 || rc=1
+grep -E 'overhead K=' "$OUT/overhead.log" | sed 's/^ *cuda_test.go:[0-9]*: //'
 echo "== summary"
 python3 - "$OUT" <<'PY'
 import json, os, sys
