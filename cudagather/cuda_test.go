@@ -1920,6 +1920,16 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 	}
 	defer testCtx.DestroyStream(s)
 	idp := devBytes(b, idBytes(ids, true))
+	// Four sets of ids, taken in turn: lookups of the same ids back to
+	// back would find the rows in the caches the one before left.
+	var idps [4]DevPtr
+	for j := range idps {
+		set := make([]int64, N)
+		for i := range set {
+			set[i] = r.Int64N(rows)
+		}
+		idps[j] = devBytes(b, idBytes(set, true))
+	}
 	out, err := testCtx.Alloc(N * R)
 	if err != nil {
 		b.Fatal(err)
@@ -1930,7 +1940,10 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 		return func() time.Duration {
 			req := &Request{Tables: slices.Repeat([]*Table{tab}, k), IDs: idp, IDs64: true, T: N / k, K: k, Out: out, OutBytes: N * R, Host: HostStaged}
 			req.TokenMajor(R)
+			turn := 0
 			return timePer(b, s, 10, func() error {
+				turn++
+				req.IDs = idps[turn%len(idps)]
 				if err := testCtx.Lookup(s, req); err != nil || !sync {
 					return err
 				}

@@ -174,10 +174,17 @@ func BenchmarkRowGatherCPU(b *testing.B) {
 // timeRowGather is the median time of s.gather over all of ids into dst
 // by workers goroutines claiming blocks of stagedBlock rows, as the
 // staged workers do, prefetching ahead rows ahead (one warm-up run, 15
-// timed).
+// timed), each run over new random ids (ids is overwritten).
 func timeRowGather(s *rowSource, dst []byte, ids []int64, sids []int32, workers int, ahead int64) time.Duration {
 	n := int64(len(ids))
+	fresh := rand.New(rand.NewPCG(uint64(n), uint64(ahead)))
 	run := func() time.Duration {
+		// New random rows each run (not timed): the same ids again would
+		// find their rows, and their pages' translations, in the caches
+		// the run before left, which no lookup of new ids does.
+		for i := range ids {
+			ids[i] = fresh.Int64N(s.rows[0])
+		}
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		t0 := time.Now()
