@@ -1,9 +1,6 @@
 package verbs
 
-import (
-	"context"
-	"runtime"
-)
+import "context"
 
 // Transport is a verbs-style transport: it registers memory under keys,
 // serves segments of exported regions to peers and connects to peers'
@@ -200,8 +197,7 @@ type Segment interface {
 // Defaults for options left zero.
 const (
 	DefaultQueueDepth     = 4096 // ConnectOptions.QueueDepth
-	DefaultLanes          = 4    // ConnectOptions.Lanes, at least (see DefaultLaneCount)
-	maxDefaultLanes       = 8
+	DefaultLanes          = 4    // ConnectOptions.Lanes
 	DefaultPeerQueueDepth = 256  // ListenOptions.QueueDepth
 	DefaultMaxCalls       = 64   // ListenOptions.MaxCalls
 	DefaultMaxSessions    = 1024 // ListenOptions.MaxSessions
@@ -213,18 +209,6 @@ const (
 	MaxLanes              = 64
 )
 
-// DefaultLaneCount is the lanes of a connection whose ConnectOptions.Lanes
-// is 0: one for every two of this process's cores (GOMAXPROCS), at least
-// DefaultLanes and at most 8. A lane is one stream and one goroutine
-// copying its bytes on each side, so on a host of 2 cores 4 lanes already
-// keep both busy, while on one of 16 the 4 lanes held the link itself to
-// about half of what 8 carry (a loopback direct read of 98,304 x 264 B:
-// 60 against 106-123 Gbit/s). An owner bounds what it admits
-// (ListenOptions.MaxLanes, MaxSegmentLanes) whatever a requester asks.
-func DefaultLaneCount() int {
-	return min(max(runtime.GOMAXPROCS(0)/2, DefaultLanes), maxDefaultLanes)
-}
-
 // ConnectOptions configures Transport.Connect. The zero value is usable.
 type ConnectOptions struct {
 	// Expose lists regions of this transport that the owner's handlers may
@@ -233,7 +217,7 @@ type ConnectOptions struct {
 	// connection closes.
 	Expose []Export
 	// Lanes is the number of parallel streams (tcp connections); 0 means
-	// DefaultLaneCount(). Backends without streams ignore it.
+	// DefaultLanes. Backends without streams ignore it.
 	Lanes int
 	// QueueDepth bounds work requests posted and not yet polled; 0 means
 	// DefaultQueueDepth.

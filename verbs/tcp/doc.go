@@ -5,8 +5,7 @@
 // # Lanes
 //
 // A connection is a bundle of lanes, TCP connections with TCP_NODELAY
-// (ConnectOptions.Lanes, default verbs.DefaultLaneCount(): 4 to 8 by the
-// cores). Lane 0 carries the handshake. The
+// (ConnectOptions.Lanes, default 4). Lane 0 carries the handshake. The
 // others join it with the connection id and a random token. Post spreads
 // each batch over the lanes in contiguous runs of about equal bytes,
 // starting on a different lane each time, so a few large READs move in

@@ -12,14 +12,14 @@ import (
 // CheckConnect checks the options of a Connect of backend name and fills
 // their defaults, the same for every backend (the requester's counterpart
 // of listener.CheckOptions). QueueDepth 0 means verbs.DefaultQueueDepth;
-// on a backend with lanes (streams) Lanes 0 means verbs.DefaultLaneCount(), and
+// on a backend with lanes (streams) Lanes 0 means verbs.DefaultLanes, and
 // on one without them Lanes is ignored, but in both it must lie within
 // verbs.MaxLanes. The exposures must be valid (verbs.CheckExports) and at
 // most frame.MaxRegions. Errors wrap verbs.ErrInvalid (or CheckExports'
 // error) as "name: connect: ...".
 func CheckConnect(name string, opts verbs.ConnectOptions, lanes bool) (verbs.ConnectOptions, error) {
 	if lanes && opts.Lanes == 0 {
-		opts.Lanes = verbs.DefaultLaneCount()
+		opts.Lanes = verbs.DefaultLanes
 	}
 	if opts.QueueDepth == 0 {
 		opts.QueueDepth = verbs.DefaultQueueDepth

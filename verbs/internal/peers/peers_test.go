@@ -370,7 +370,7 @@ func TestCheckConnect(t *testing.T) {
 		want  verbs.ConnectOptions
 		err   string
 	}{
-		{name: "defaults", lanes: true, want: verbs.ConnectOptions{Lanes: verbs.DefaultLaneCount(), QueueDepth: verbs.DefaultQueueDepth}},
+		{name: "defaults", lanes: true, want: verbs.ConnectOptions{Lanes: verbs.DefaultLanes, QueueDepth: verbs.DefaultQueueDepth}},
 		{name: "no-lanes", want: verbs.ConnectOptions{QueueDepth: verbs.DefaultQueueDepth}},
 		{name: "given", lanes: true, opts: verbs.ConnectOptions{Lanes: 2, QueueDepth: 8}, want: verbs.ConnectOptions{Lanes: 2, QueueDepth: 8}},
 		{name: "too-many-lanes", lanes: true, opts: verbs.ConnectOptions{Lanes: verbs.MaxLanes + 1}, err: "x: connect: 65 lanes, queue depth 4096: "},
