@@ -4,16 +4,34 @@ package ucx
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/ucx/internal/ucp"
 )
 
 // errLoopClosed: the loop ended before the function ran.
-var errLoopClosed = errors.New("ucx: progress loop closed")
+var errLoopClosed = fmt.Errorf("ucx: progress loop closed: %w", verbs.ErrClosed)
+
+// job is work for the loop's thread; task is a submitted job and where
+// its end is signalled (a channel with room for one token, which the
+// submitter waits on; a queue reuses its own, so a post allocates
+// nothing).
+type job interface{ run() }
+
+type task struct {
+	j    job
+	done chan struct{}
+}
+
+// funcJob runs a function as a job.
+type funcJob func()
+
+func (f funcJob) run() { f() }
 
 // loop owns a UCX worker on one locked OS thread: every call on the
 // worker (its endpoints, keys and operations, created single-threaded)
@@ -28,7 +46,7 @@ type loop struct {
 	wake int // an eventfd: written by do, read by the loop
 
 	mu     sync.Mutex
-	queue  []func()
+	queue  []task
 	closed bool
 	busy   []func() bool // polled each pass: true while work is in flight
 	done   chan struct{}
@@ -68,20 +86,21 @@ func (l *loop) run(ctx *ucp.Context, ready chan<- error) {
 	// kick writes a descriptor number reused meanwhile.)
 	l.w, l.wake = w, wake
 	ready <- nil
-	var fns []func()
+	var tasks []task
 	fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}, {Fd: int32(wake), Events: unix.POLLIN}}
 	var buf [8]byte
 	for {
 		l.mu.Lock()
-		fns, l.queue = l.queue, fns[:0]
+		tasks, l.queue = l.queue, tasks[:0]
 		closed := l.closed
 		l.mu.Unlock()
-		ran := len(fns)
-		for _, f := range fns {
-			f()
+		ran := len(tasks)
+		for _, t := range tasks {
+			t.j.run()
+			t.done <- struct{}{}
 		}
-		clear(fns)
-		fns = fns[:0]
+		clear(tasks)
+		tasks = tasks[:0]
 		if closed && ran == 0 {
 			return
 		}
@@ -121,22 +140,26 @@ func (l *loop) run(ctx *ucp.Context, ready chan<- error) {
 }
 
 // do runs f on the loop's thread and waits for it.
-func (l *loop) do(f func()) error {
-	ch := make(chan struct{})
+func (l *loop) do(f func()) error { return l.submit(funcJob(f), make(chan struct{}, 1)) }
+
+// submit runs j on the loop's thread and waits for it; done (room for one
+// token, empty) is signalled when it has run. It fails with errLoopClosed
+// if the loop ended first.
+func (l *loop) submit(j job, done chan struct{}) error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return errLoopClosed
 	}
-	l.queue = append(l.queue, func() { f(); close(ch) })
+	l.queue = append(l.queue, task{j: j, done: done})
 	l.kick()
 	l.mu.Unlock()
 	select {
-	case <-ch:
+	case <-done:
 		return nil
 	case <-l.done:
 		select {
-		case <-ch:
+		case <-done:
 			return nil
 		default:
 			return errLoopClosed

@@ -68,7 +68,7 @@ func TestLoop(t *testing.T) {
 			var packed, addr []byte
 			var ferr error
 			if err := own.do(func() {
-				if mem, ferr = ownCtx.Map(unsafe.Pointer(&owned[0]), n); ferr != nil {
+				if mem, ferr = ownCtx.Map(unsafe.Pointer(&owned[0]), n, true, true); ferr != nil {
 					return
 				}
 				if packed, ferr = mem.PackKey(); ferr != nil {

@@ -11,9 +11,10 @@ import (
 // the handshake said of it, its base address in the peer's process and
 // its key unpacked for the endpoint.
 type remoteRegion struct {
-	info verbs.RegionInfo
-	base uint64
-	key  *ucp.RKey
+	info   verbs.RegionInfo
+	base   uint64
+	key    *ucp.RKey
+	hidden bool // the owner's probe: reachable, not listed by Remote
 }
 
 // remoteTable is the peer's regions, for resolving work requests. A
@@ -26,15 +27,20 @@ type remoteTable struct {
 }
 
 // unpackRemote unpacks the peer's attachment (decoded against the regions
-// its handshake listed) for ep. Call it on ep's loop thread.
-func unpackRemote(ep *ucp.Endpoint, a *Attachment, listed []verbs.RegionInfo) (*remoteTable, error) {
+// its handshake listed, and its probe region when probe.Key is set) for
+// ep. Call it on ep's loop thread.
+func unpackRemote(ep *ucp.Endpoint, a *Attachment, listed []verbs.RegionInfo, probe verbs.RegionInfo) (*remoteTable, error) {
 	t := &remoteTable{}
 	for _, rk := range a.Regions {
 		var info verbs.RegionInfo
+		hidden := false
 		for _, r := range listed {
 			if r.Key == rk.Key {
 				info = r
 			}
+		}
+		if probe.Key != 0 && rk.Key == probe.Key {
+			info, hidden = probe, true
 		}
 		if info.Key == 0 {
 			t.destroy()
@@ -45,9 +51,20 @@ func unpackRemote(ep *ucp.Endpoint, a *Attachment, listed []verbs.RegionInfo) (*
 			t.destroy()
 			return nil, err
 		}
-		t.regions = append(t.regions, remoteRegion{info: info, base: rk.Base, key: key})
+		t.regions = append(t.regions, remoteRegion{info: info, base: rk.Base, key: key, hidden: hidden})
 	}
 	return t, nil
+}
+
+// infos lists the peer's regions as Remote reports them (the probe not).
+func (t *remoteTable) infos() []verbs.RegionInfo {
+	var out []verbs.RegionInfo
+	for _, r := range t.regions {
+		if !r.hidden {
+			out = append(out, r.info)
+		}
+	}
+	return out
 }
 
 // resolve checks a request for n bytes at off of the peer's region k,

@@ -38,7 +38,7 @@ func TestRemoteTable(t *testing.T) {
 			return
 		}
 		for i, b := range [][]byte{ro, rw} {
-			m, err := ctx.Map(unsafe.Pointer(&b[0]), n)
+			m, err := ctx.Map(unsafe.Pointer(&b[0]), n, true, true)
 			if ferr = err; err != nil {
 				return
 			}
@@ -70,7 +70,7 @@ func TestRemoteTable(t *testing.T) {
 		if ep, ferr = req.w.Connect(got.Worker); ferr != nil {
 			return
 		}
-		tab, ferr = unpackRemote(ep, &got, listed)
+		tab, ferr = unpackRemote(ep, &got, listed, verbs.RegionInfo{})
 	}); err != nil || ferr != nil {
 		t.Fatal(err, ferr)
 	}

@@ -38,12 +38,14 @@ static ucs_status_t sk_ep(ucp_worker_h w, const void *addr, int peer, ucp_ep_h *
 	return ucp_ep_create(w, &p, ep);
 }
 
-static ucs_status_t sk_map(ucp_context_h ctx, void *addr, size_t n, ucp_mem_h *m) {
+static ucs_status_t sk_map(ucp_context_h ctx, void *addr, size_t n, int rread, int rwrite, ucp_mem_h *m) {
 	ucp_mem_map_params_t p;
 	memset(&p, 0, sizeof p);
-	p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+	p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_PROT;
 	p.address = addr;
 	p.length = n;
+	p.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE |
+		(rread ? UCP_MEM_MAP_PROT_REMOTE_READ : 0) | (rwrite ? UCP_MEM_MAP_PROT_REMOTE_WRITE : 0);
 	return ucp_mem_map(ctx, &p, m);
 }
 
@@ -57,22 +59,36 @@ static ucs_status_t sk_status(ucs_status_ptr_t p, void **req) {
 	return UCS_INPROGRESS;
 }
 
-static ucs_status_t sk_get(ucp_ep_h ep, void *buf, size_t n, uint64_t raddr, ucp_rkey_h k, void **req) {
-	ucp_request_param_t p;
-	memset(&p, 0, sizeof p);
-	return sk_status(ucp_get_nbx(ep, buf, n, raddr, k, &p), req);
+// sk_res is an operation's status and its request (in flight) returned
+// by value: a pointer to a Go variable for the request would make cgo
+// move the variable to the heap on every call.
+typedef struct {
+	ucs_status_t st;
+	void *req;
+} sk_res;
+
+static sk_res sk_res_of(ucs_status_ptr_t p) {
+	sk_res r;
+	r.st = sk_status(p, &r.req);
+	return r;
 }
 
-static ucs_status_t sk_put(ucp_ep_h ep, const void *buf, size_t n, uint64_t raddr, ucp_rkey_h k, void **req) {
+static sk_res sk_get(ucp_ep_h ep, void *buf, size_t n, uint64_t raddr, ucp_rkey_h k) {
 	ucp_request_param_t p;
 	memset(&p, 0, sizeof p);
-	return sk_status(ucp_put_nbx(ep, buf, n, raddr, k, &p), req);
+	return sk_res_of(ucp_get_nbx(ep, buf, n, raddr, k, &p));
 }
 
-static ucs_status_t sk_flush(ucp_ep_h ep, void **req) {
+static sk_res sk_put(ucp_ep_h ep, const void *buf, size_t n, uint64_t raddr, ucp_rkey_h k) {
 	ucp_request_param_t p;
 	memset(&p, 0, sizeof p);
-	return sk_status(ucp_ep_flush_nbx(ep, &p), req);
+	return sk_res_of(ucp_put_nbx(ep, buf, n, raddr, k, &p));
+}
+
+static sk_res sk_flush(ucp_ep_h ep) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof p);
+	return sk_res_of(ucp_ep_flush_nbx(ep, &p));
 }
 
 static ucs_status_t sk_close(ucp_ep_h ep, int force, void **req) {
@@ -144,6 +160,13 @@ import (
 	"fmt"
 	"unsafe"
 )
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 func fail(call string, st C.ucs_status_t) error {
 	return &Error{Call: call, Status: int(st), Text: C.GoString(C.ucs_status_string(st))}
@@ -322,23 +345,20 @@ func (e *Endpoint) op(call string, st C.ucs_status_t, req unsafe.Pointer) (Reque
 // Get reads n bytes at the peer's address raddr (within memory key
 // covers) into local. local must stay in place until the request is done.
 func (e *Endpoint) Get(local unsafe.Pointer, n int, raddr uint64, key *RKey) (Request, error) {
-	var req unsafe.Pointer
-	st := C.sk_get(e.h, local, C.size_t(n), C.uint64_t(raddr), key.h, &req)
-	return e.op("ucp_get_nbx", st, req)
+	r := C.sk_get(e.h, local, C.size_t(n), C.uint64_t(raddr), key.h)
+	return e.op("ucp_get_nbx", r.st, r.req)
 }
 
 // Put writes n bytes of local at the peer's address raddr.
 func (e *Endpoint) Put(local unsafe.Pointer, n int, raddr uint64, key *RKey) (Request, error) {
-	var req unsafe.Pointer
-	st := C.sk_put(e.h, local, C.size_t(n), C.uint64_t(raddr), key.h, &req)
-	return e.op("ucp_put_nbx", st, req)
+	r := C.sk_put(e.h, local, C.size_t(n), C.uint64_t(raddr), key.h)
+	return e.op("ucp_put_nbx", r.st, r.req)
 }
 
 // Flush completes every operation posted on the endpoint (at the peer).
 func (e *Endpoint) Flush() (Request, error) {
-	var req unsafe.Pointer
-	st := C.sk_flush(e.h, &req)
-	return e.op("ucp_ep_flush_nbx", st, req)
+	r := C.sk_flush(e.h)
+	return e.op("ucp_ep_flush_nbx", r.st, r.req)
 }
 
 // Close starts closing the endpoint: with force (on an endpoint with
@@ -367,13 +387,17 @@ type Mem struct {
 	n   int
 }
 
-// Map registers [p, p+n) with c.
-func (c *Context) Map(p unsafe.Pointer, n int) (*Mem, error) {
+// Map registers [p, p+n) with c, for local access and the remote access
+// asked (remoteRead, remoteWrite): where the fabric enforces keys (verbs:
+// the adapter checks every access against the registration), a peer's
+// operation the registration does not allow fails there. UCX's software
+// one-sided operations (over tcp and shared memory) check nothing.
+func (c *Context) Map(p unsafe.Pointer, n int, remoteRead, remoteWrite bool) (*Mem, error) {
 	if p == nil || n <= 0 {
 		return nil, &Error{Call: "ucp_mem_map", Status: -1, Text: fmt.Sprintf("%d bytes at %p", n, p)}
 	}
 	var h C.ucp_mem_h
-	if st := C.sk_map(c.h, p, C.size_t(n), &h); st != C.UCS_OK {
+	if st := C.sk_map(c.h, p, C.size_t(n), cbool(remoteRead), cbool(remoteWrite), &h); st != C.UCS_OK {
 		return nil, fail("ucp_mem_map", st)
 	}
 	return &Mem{h: h, ctx: c, n: n}, nil

@@ -69,7 +69,7 @@ func newPair(t *testing.T, tls string, n int) *pair {
 		return b
 	}
 	p.local, p.owned = mm(), mm()
-	if p.mem, err = p.ctx.Map(unsafe.Pointer(&p.owned[0]), n); err != nil {
+	if p.mem, err = p.ctx.Map(unsafe.Pointer(&p.owned[0]), n, true, true); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.mem.Unmap() })
@@ -164,10 +164,10 @@ func TestBadInput(t *testing.T) {
 	if _, err := p.ep.UnpackKey(nil); !errors.As(err, &e) {
 		t.Fatalf("UnpackKey(nil): %v", err)
 	}
-	if _, err := p.ctx.Map(nil, 10); !errors.As(err, &e) {
+	if _, err := p.ctx.Map(nil, 10, true, false); !errors.As(err, &e) {
 		t.Fatalf("Map(nil): %v", err)
 	}
-	if _, err := p.ctx.Map(unsafe.Pointer(&p.local[0]), 0); !errors.As(err, &e) {
+	if _, err := p.ctx.Map(unsafe.Pointer(&p.local[0]), 0, true, false); !errors.As(err, &e) {
 		t.Fatalf("Map of 0 bytes: %v", err)
 	}
 }
