@@ -52,14 +52,19 @@ if [ "$(id -u)" = 0 ] && [ -z "${REQUIRE_EBPF+set}" ]; then
 fi
 go test work
 
-step "UCX funnel (verbs/ucx, build tag ucx): over UCX's tcp and shared-memory transports"
+step "UCX transport (verbs/ucx, build tag ucx): the conformance suite over UCX's tcp and shared-memory transports, the engine, remote lookups and structobj over it"
 # libucx-dev (Debian 12: UCX 1.13, with verbs support) is installed when
 # missing; the ucx-tagged tests then must run.
 if [ ! -e /usr/include/ucp/api/ucp.h ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libucx-dev >/dev/null
 fi
-CGO_ENABLED=1 go vet -tags ucx ./verbs/ucx/...
+CGO_ENABLED=1 go vet -tags ucx ./verbs/ucx/... ./verbs/transports/ ./verbs/engine/ ./engram/internal/remote/ ./structobj/
 UCX_LOG_LEVEL=fatal CGO_ENABLED=1 go test -tags ucx -count=1 ./verbs/ucx/...
+# The engine's, the remote Engram lookups' and structobj's tests over the
+# backends, with UCX among them (its one-sided operations over UCX's tcp
+# transport on loopback): every gather and direct path over UCX.
+UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_LOG_LEVEL=fatal CGO_ENABLED=1 go test -tags ucx -count=1 \
+	./verbs/transports/ ./verbs/engine/ ./engram/internal/remote/ ./structobj/
 
 step "each module alone (GOWORK=off): go.mod and go.sum tidy, build, vet, test"
 # What a user who go-gets one module builds: its own go.mod and go.sum, the

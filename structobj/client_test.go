@@ -392,7 +392,7 @@ func TestClientBuffers(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, dst.Bytes()[:len(want)])
 		require.Zero(t, info.Staged)
-		require.Equal(t, b.name == "tcp", info.Gathered, "gathered into the exposed pool (tcp); shm cannot expose it and runs direct")
+		require.Equal(t, b.name != "shm", info.Gathered, "gathered into the exposed pool (tcp, ucx); shm cannot expose it and runs direct")
 		requireIdle(t, o)
 	})
 }

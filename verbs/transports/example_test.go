@@ -23,10 +23,10 @@ func ExampleNew() {
 	fmt.Println(err, errors.Is(err, transports.ErrUnknown))
 	// Output:
 	// tcp
-	// transports: unknown transport "udp": want tcp or shm true
+	// transports: unknown transport "udp": want tcp or shm or ucx true
 }
 
 func ExampleNames() {
 	fmt.Println(transports.Names())
-	// Output: [tcp shm]
+	// Output: [tcp shm ucx]
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/shm"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
+	"github.com/scatterkit/scatterkit/verbs/ucx"
 )
 
 // Config configures the backends New builds: New uses the field of the
@@ -16,24 +17,38 @@ import (
 type Config struct {
 	TCP tcp.Config
 	SHM shm.Config
+	UCX ucx.Config
 }
 
 // backend is one known transport.
 type backend struct {
 	name      string
-	new       func(Config) verbs.Transport
+	new       func(Config) (verbs.Transport, error)
 	localAddr func(tag string) string
 }
 
 // backends are the known transports, in the order Names lists them.
 var backends = [...]backend{
-	{name: "tcp", new: func(c Config) verbs.Transport { return tcp.New(c.TCP) },
+	{name: "tcp", new: func(c Config) (verbs.Transport, error) { return tcp.New(c.TCP), nil },
 		localAddr: func(string) string { return "127.0.0.1:0" }},
-	{name: "shm", new: func(c Config) verbs.Transport { return shm.New(c.SHM) },
+	{name: "shm", new: func(c Config) (verbs.Transport, error) { return shm.New(c.SHM), nil },
 		localAddr: shmAddr},
+	// ucx: in a build without the ucx tag New fails with an error wrapping
+	// verbs.ErrNotSupported (see ucx.Supported).
+	{name: "ucx", new: newUCX,
+		localAddr: func(string) string { return "127.0.0.1:0" }},
 }
 
-// Names returns the names of the known transports: "tcp", then "shm".
+func newUCX(c Config) (verbs.Transport, error) {
+	t, err := ucx.New(c.UCX)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Names returns the names of the known transports: "tcp", "shm", then
+// "ucx" (known in every build; usable in one with the ucx tag).
 func Names() []string {
 	names := make([]string, len(backends))
 	for i := range backends {
@@ -60,13 +75,14 @@ func Check(name string) error {
 
 // New returns a new transport of the backend name, configured by cfg's
 // field for it; its Name is name. For a name that is no known transport
-// it returns an *UnknownError.
+// it returns an *UnknownError; for ucx in a build without UCX, an error
+// wrapping verbs.ErrNotSupported, and when UCX cannot start, its error.
 func New(name string, cfg Config) (verbs.Transport, error) {
 	b, err := lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	return b.new(cfg), nil
+	return b.new(cfg)
 }
 
 // LocalAddr returns a listen address for a segment of the backend name

@@ -14,13 +14,14 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/shm"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
 	"github.com/scatterkit/scatterkit/verbs/transports"
+	"github.com/scatterkit/scatterkit/verbs/ucx"
 )
 
 func TestNames(t *testing.T) {
-	require.Equal(t, []string{"tcp", "shm"}, transports.Names())
+	require.Equal(t, []string{"tcp", "shm", "ucx"}, transports.Names())
 	names := transports.Names()
 	names[0] = "changed"
-	require.Equal(t, []string{"tcp", "shm"}, transports.Names(), "Names returns a copy")
+	require.Equal(t, []string{"tcp", "shm", "ucx"}, transports.Names(), "Names returns a copy")
 }
 
 func TestNew(t *testing.T) {
@@ -57,8 +58,8 @@ func TestUnknown(t *testing.T) {
 				var ue *transports.UnknownError
 				require.True(t, errors.As(err, &ue))
 				require.Equal(t, name, ue.Name)
-				require.Equal(t, "want tcp or shm", ue.Want())
-				require.EqualError(t, err, `transports: unknown transport "`+name+`": want tcp or shm`)
+				require.Equal(t, "want tcp or shm or ucx", ue.Want())
+				require.EqualError(t, err, `transports: unknown transport "`+name+`": want tcp or shm or ucx`)
 			}
 		})
 	}
@@ -83,6 +84,11 @@ func TestServe(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if name == "shm" && runtime.GOOS != "linux" {
 				t.Skip("shm needs linux (verbs.ErrNotSupported)")
+			}
+			if name == "ucx" && !ucx.Supported() {
+				_, err := transports.New(name, transports.Config{})
+				require.ErrorIs(t, err, verbs.ErrNotSupported)
+				t.Skip("ucx needs the ucx build tag (verbs.ErrNotSupported)")
 			}
 			owner, err := transports.New(name, transports.Config{})
 			require.NoError(t, err)

@@ -79,7 +79,7 @@ func TestServeAndDial(t *testing.T) {
 			r := newRand(t)
 			e := newEnv(t, r, envConfig{backend: be})
 			require.Equal(t, be.name == "shm", e.srv.Copied(), "shm serves copies, tcp the caller's rows")
-			require.Equal(t, be.name == "tcp", e.cli.Exposed(), "tcp exposes the output arena, shm cannot")
+			require.Equal(t, be.name != "shm", e.cli.Exposed(), "tcp and ucx expose the output arena, shm cannot")
 			require.Empty(t, cmp.Diff(testSpecs, e.srv.Specs()))
 			require.Empty(t, cmp.Diff(testSpecs, e.cli.Specs()))
 			require.Equal(t, testNamespace, e.cli.Namespace())

@@ -1,0 +1,21 @@
+//go:build ucx
+
+package structobj
+
+import (
+	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/ucx"
+)
+
+// With the ucx tag the tests that run over the backends run over UCX too
+// (its one-sided operations over the UCX transports UCX_TLS names;
+// scripts/test.sh sets tcp).
+func init() {
+	backends = append(backends, backend{name: "ucx", new: func() verbs.Transport {
+		t, err := ucx.New(ucx.Config{})
+		if err != nil {
+			panic(err)
+		}
+		return t
+	}, addr: func() string { return "127.0.0.1:0" }})
+}
