@@ -10,7 +10,7 @@
 //
 // Flags:
 //
-//	-transport tcp|shm   transport (default tcp)
+//	-transport tcp|shm|ucx  transport (default tcp; ucx in a build with -tags ucx: docs/ucx.md)
 //	-listen ADDR         tcp host:port (default 127.0.0.1:0); shm socket path or @name
 //	-file PATH, -rw      serve a file; -rw lets requesters WRITE it (tcp only: shm
 //	                     copies the file into a sealed memfd, so it serves files read-only)

@@ -180,7 +180,7 @@ func (f *cliFlags) custom() bool {
 func newFlagSet(c *Config, f *cliFlags, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("scatterbench", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&f.transports, "transport", "", "transports, comma-separated: tcp, shm (default: tcp, plus many-small over shm)")
+	fs.StringVar(&f.transports, "transport", "", "transports, comma-separated: tcp, shm, ucx (a build with -tags ucx) (default: tcp, plus many-small over shm)")
 	fs.StringVar(&c.Owner, "owner", OwnerProcess, "where the owner runs: inproc, process (this binary re-executed), netns (a network namespace over veth; root)")
 	fs.StringVar(&c.TBF, "tbf", "", "with -owner netns: shape the veth with tc tbf at this rate (e.g. 1gbit)")
 	fs.StringVar(&f.modes, "mode", "all", "modes, comma-separated: direct, gather, adaptive, hybrid; all = direct,gather,adaptive")

@@ -130,7 +130,7 @@ func parse(name string, args []string, out io.Writer) (options, error) {
 	c := &o.cfg
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&c.Transport, "transport", TransportTCP, "transport: tcp or shm")
+	fs.StringVar(&c.Transport, "transport", TransportTCP, "transport: tcp, shm or ucx (a build with -tags ucx)")
 	fs.StringVar(&c.Listen, "listen", "", "address to serve at (tcp: host:port, default 127.0.0.1:0; shm: socket path or @name, default @scatterd-PID-N)")
 	fs.StringVar(&c.File, "file", "", "serve this file's contents (mapped shared); exclusive with -size")
 	fs.BoolVar(&c.Writable, "rw", false, "let requesters WRITE the data region (a -file is changed in place; tcp only for files)")

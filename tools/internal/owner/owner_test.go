@@ -18,6 +18,7 @@ import (
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
 	"github.com/scatterkit/scatterkit/verbs/transports"
+	"github.com/scatterkit/scatterkit/verbs/ucx"
 )
 
 func newTransport(t *testing.T, name string) verbs.Transport {
@@ -87,6 +88,9 @@ func startOwner(t *testing.T, cfg Config) *Owner {
 func TestServeGenerated(t *testing.T) {
 	for _, tr := range transports.Names() {
 		t.Run(tr, func(t *testing.T) {
+			if tr == "ucx" && !ucx.Supported() {
+				t.Skip("ucx needs the ucx build tag")
+			}
 			r := newRand(t)
 			seed := r.Uint64()
 			dir := discovery.NewMemory()

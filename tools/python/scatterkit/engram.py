@@ -245,7 +245,7 @@ def _remote_config(remote: Any, buffer_bytes: int | None) -> dict:
     if isinstance(remote, str):
         scheme, sep, addr = remote.partition("://")
         if not sep or not scheme or not addr:
-            raise ValueError(f"scatterkit: remote {remote!r}: want 'tcp://host:port' or 'shm://addr'")
+            raise ValueError(f"scatterkit: remote {remote!r}: want 'tcp://host:port', 'shm://addr' or 'ucx://host:port'")
         cfg = {"transport": scheme, "addr": addr}
     elif isinstance(remote, Mapping):
         unknown = set(remote) - {"transport", "addr", "buffer_bytes"}
