@@ -92,7 +92,7 @@ type regMem struct {
 	mem    *ucp.Mem
 	packed []byte
 	pin    *runtime.Pinner // Register'ed memory: kept in place while UCX holds it
-	mapped bool            // Alloc'ed: unmapped at the end
+	mapped bool            // anonymous memory of ours: unmapped at the end (UCX's own, Alloc'ed, goes with mem)
 
 	roMu     sync.Mutex
 	ro       *ucp.Mem
@@ -156,10 +156,10 @@ func (t *Transport) packedFor(m *regMem, granted verbs.Access) ([]byte, error) {
 func (t *Transport) free(m *regMem) error {
 	var err error
 	unmap := func() {
-		err = m.mem.Unmap()
 		if m.ro != nil {
-			err = errors.Join(err, m.ro.Unmap())
+			err = m.ro.Unmap() // before mem, which may free the memory
 		}
+		err = errors.Join(err, m.mem.Unmap())
 	}
 	if derr := t.lp.do(unmap); derr != nil {
 		unmap() // the loop has ended: its thread no longer uses the context
@@ -194,7 +194,10 @@ func (t *Transport) Register(buf []byte, access verbs.Access) (*verbs.Region, er
 	return r, nil
 }
 
-// Alloc returns a region of size bytes of anonymous memory, registered.
+// Alloc returns a region of size bytes, zeroed, that UCX allocates and
+// registers: on one host from a segment its shared-memory transports map,
+// so a peer's operations there are copies (over cma they would be a
+// system call each).
 func (t *Transport) Alloc(size int, access verbs.Access) (*verbs.Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("ucx: alloc of %d bytes: %w", size, verbs.ErrInvalid)
@@ -202,17 +205,25 @@ func (t *Transport) Alloc(size int, access verbs.Access) (*verbs.Region, error) 
 	if !access.Valid() {
 		return nil, fmt.Errorf("ucx: alloc access %s: %w", access, verbs.ErrInvalid)
 	}
-	buf, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	m := &regMem{acc: access}
+	var err error
+	if derr := t.lp.do(func() {
+		var p unsafe.Pointer
+		if m.mem, p, err = t.ctx.Alloc(size, access.Has(verbs.AccessRemoteRead), access.Has(verbs.AccessRemoteWrite)); err != nil {
+			return
+		}
+		m.buf = unsafe.Slice((*byte)(p), size)
+		if m.packed, err = m.mem.PackKey(); err != nil {
+			_ = m.mem.Unmap()
+		}
+	}); derr != nil {
+		return nil, fmt.Errorf("ucx: alloc: %w", derr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ucx: alloc of %d bytes: %w", size, err)
 	}
-	m, err := t.newMem(buf, access)
-	if err != nil {
-		_ = unix.Munmap(buf)
-		return nil, fmt.Errorf("ucx: alloc: %w", err)
-	}
-	m.mapped = true
-	r, err := verbs.NewRegion(buf, access)
+	clear(m.buf)
+	r, err := verbs.NewRegion(m.buf, access)
 	if err == nil {
 		err = t.reg.Add(r, m)
 	}

@@ -162,7 +162,8 @@ func (o *Owner) makeData() error {
 	}
 	var err error
 	switch {
-	case cfg.File != "" && cfg.Transport == TransportTCP:
+	case cfg.File != "" && cfg.Transport != TransportSHM:
+		// tcp and ucx register the file's mapping itself.
 		if o.mem, err = mapFile(cfg.File, cfg.Writable); err != nil {
 			return err
 		}

@@ -49,6 +49,32 @@ static ucs_status_t sk_map(ucp_context_h ctx, void *addr, size_t n, int rread, i
 	return ucp_mem_map(ctx, &p, m);
 }
 
+// sk_alloc has UCX allocate n bytes and register them, with the remote
+// access asked; *addr is where they are.
+static ucs_status_t sk_alloc(ucp_context_h ctx, size_t n, int rread, int rwrite, ucp_mem_h *m, void **addr) {
+	ucp_mem_map_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+		UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_PROT;
+	p.address = NULL;
+	p.length = n;
+	p.flags = UCP_MEM_MAP_ALLOCATE;
+	p.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE |
+		(rread ? UCP_MEM_MAP_PROT_REMOTE_READ : 0) | (rwrite ? UCP_MEM_MAP_PROT_REMOTE_WRITE : 0);
+	ucs_status_t st = ucp_mem_map(ctx, &p, m);
+	if (st != UCS_OK) return st;
+	ucp_mem_attr_t a;
+	memset(&a, 0, sizeof a);
+	a.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+	st = ucp_mem_query(*m, &a);
+	if (st != UCS_OK || a.length < n) {
+		ucp_mem_unmap(ctx, *m);
+		return st != UCS_OK ? st : UCS_ERR_NO_MEMORY;
+	}
+	*addr = a.address;
+	return UCS_OK;
+}
+
 // sk_status splits a status pointer: 0 with *req set (in flight), or the
 // status (UCS_OK: done at once).
 static ucs_status_t sk_status(ucs_status_ptr_t p, void **req) {
@@ -401,6 +427,23 @@ func (c *Context) Map(p unsafe.Pointer, n int, remoteRead, remoteWrite bool) (*M
 		return nil, fail("ucp_mem_map", st)
 	}
 	return &Mem{h: h, ctx: c, n: n}, nil
+}
+
+// Alloc has UCX allocate n bytes and registers them like Map: on one host
+// the memory then comes from a segment UCX's shared-memory transports can
+// map (sysv, posix), so a peer's gets and puts there are copies rather
+// than a system call each (cma). Unmap frees it. The memory is not
+// zeroed.
+func (c *Context) Alloc(n int, remoteRead, remoteWrite bool) (*Mem, unsafe.Pointer, error) {
+	if n <= 0 {
+		return nil, nil, &Error{Call: "ucp_mem_map", Status: -1, Text: fmt.Sprintf("allocation of %d bytes", n)}
+	}
+	var h C.ucp_mem_h
+	var p unsafe.Pointer
+	if st := C.sk_alloc(c.h, C.size_t(n), cbool(remoteRead), cbool(remoteWrite), &h, &p); st != C.UCS_OK {
+		return nil, nil, fail("ucp_mem_map", st)
+	}
+	return &Mem{h: h, ctx: c, n: n}, p, nil
 }
 
 // PackKey returns the remote key of m, for a peer's UnpackKey.
