@@ -60,6 +60,9 @@ if [ ! -e /usr/include/ucp/api/ucp.h ] && [ "$(id -u)" = 0 ] && command -v apt-g
 fi
 CGO_ENABLED=1 go vet -tags ucx ./verbs/ucx/... ./verbs/transports/ ./verbs/engine/ ./engram/internal/remote/ ./structobj/
 UCX_LOG_LEVEL=fatal CGO_ENABLED=1 go test -tags ucx -count=1 ./verbs/ucx/...
+# The commands a user builds for it (docs/ucx.md).
+CGO_ENABLED=1 go build -tags ucx -o /dev/null ./tools/cmd/scatterd
+CGO_ENABLED=1 go build -tags ucx -o /dev/null ./tools/cmd/scatterbench
 # The engine's, the remote Engram lookups' and structobj's tests over the
 # backends, with UCX among them (its one-sided operations over UCX's tcp
 # transport on loopback): every gather and direct path over UCX.
