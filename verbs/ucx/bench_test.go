@@ -12,13 +12,18 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/internal/verbstest"
 )
 
-// BenchmarkLarge moves 64 x 512 KiB per operation from the requester with
-// READs (gets) and with WRITEs (puts, flushed), over UCX_TLS=tcp: the two
+// BenchmarkLarge moves 64 x 512 KiB per operation from the requester over
+// UCX_TLS=tcp: READs (gets) and WRITEs (puts, flushed) posted in one
+// batch, and WRITEs posted one at a time with 8 in flight (each Post
+// flushed on its own), as the gather service posts its chunks: the two
 // directions of a gather's bulk.
 func BenchmarkLarge(b *testing.B) {
-	for _, op := range []verbs.Op{verbs.OpRead, verbs.OpWrite} {
-		name := map[verbs.Op]string{verbs.OpRead: "read", verbs.OpWrite: "write"}[op]
-		b.Run(name, func(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		op   verbs.Op
+		each bool
+	}{{"read", verbs.OpRead, false}, {"write", verbs.OpWrite, false}, {"write-each", verbs.OpWrite, true}} {
+		b.Run(tc.name, func(b *testing.B) {
 			be := backend(&testing.T{}, "tcp")
 			b.Setenv("UCX_TLS", "tcp")
 			b.Setenv("UCX_NET_DEVICES", "lo")
@@ -30,15 +35,30 @@ func BenchmarkLarge(b *testing.B) {
 			key := verbstest.RemoteKey(b, p.Conn, "table")
 			wrs := make([]verbs.WorkRequest, count)
 			for i := range wrs {
-				wrs[i] = verbs.WorkRequest{ID: uint64(i), Op: op, Len: size, LocalKey: local.Key(),
+				wrs[i] = verbs.WorkRequest{ID: uint64(i), Op: tc.op, Len: size, LocalKey: local.Key(),
 					LocalOff: uint64(i) * size, RemoteKey: key, RemoteOff: uint64(i) * size}
 			}
 			cs := make([]verbs.Completion, count)
+			ctx := context.Background()
 			b.SetBytes(count * size)
 			b.ResetTimer()
 			for range b.N {
-				if _, err := verbstest.Drive(context.Background(), p.Conn, wrs, cs); err != nil {
-					b.Fatal(err)
+				if !tc.each {
+					if _, err := verbstest.Drive(ctx, p.Conn, wrs, cs); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				posted, done := 0, 0
+				for done < count {
+					for posted < count && posted-done < 8 {
+						n, err := p.Conn.Post(wrs[posted : posted+1])
+						require.NoError(b, err)
+						posted += n
+					}
+					n, err := p.Conn.Wait(ctx, cs, 1)
+					require.NoError(b, err)
+					done += n
 				}
 			}
 		})
