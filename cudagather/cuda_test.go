@@ -1871,7 +1871,7 @@ func idPlans(p *plan, idSets []DevPtr) [4]plan {
 // BenchmarkStagedGatherParts: what a staged lookup's CPU gather costs in
 // its real surroundings, one change at a time: N=98,304 random rows of
 // 264 B from a table of hostTableGiB (huge pages asked for), 15 workers
-// (GOMAXPROCS-1) prefetching aheadRows(R) rows ahead, into a Go heap buffer or
+// (GOMAXPROCS-1) prefetching rowAhead rows ahead, into a Go heap buffer or
 // pinned memory, from the table registered with the driver or not; a
 // host-to-device copy of the same bytes from pinned memory, alone and
 // while the gather runs; the whole staged lookup, K=1 and K=24 (the same
@@ -1971,10 +1971,10 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 	copy(ids2, ids)
 	sids2 := unsafe.Slice((*int32)(unsafe.Pointer(&pinSids[0])), N)
 	unreg := []variant{
-		{"gather, heap dst, table unregistered", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, aheadRows(R)) }},
-		{"gather, heap dst, ids in pinned memory", func() time.Duration { return timeRowGather(&src, heap, ids2, sids2, workers, aheadRows(R)) }},
-		{"gather, pinned dst, ids in pinned memory", func() time.Duration { return timeRowGather(&src, pin, ids2, sids2, workers, aheadRows(R)) }},
-		{"gather, pinned dst, table unregistered", func() time.Duration { return timeRowGather(&src, pin, ids, sids, workers, aheadRows(R)) }},
+		{"gather, heap dst, table unregistered", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, rowAhead) }},
+		{"gather, heap dst, ids in pinned memory", func() time.Duration { return timeRowGather(&src, heap, ids2, sids2, workers, rowAhead) }},
+		{"gather, pinned dst, ids in pinned memory", func() time.Duration { return timeRowGather(&src, pin, ids2, sids2, workers, rowAhead) }},
+		{"gather, pinned dst, table unregistered", func() time.Duration { return timeRowGather(&src, pin, ids, sids, workers, rowAhead) }},
 		{"gather, heap dst, no prefetch", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, 0) }},
 		{"host-to-device copy from pinned, alone", copyIn},
 		{"host-to-device copy while gathering", func() time.Duration {
@@ -1985,7 +1985,7 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 				during = copyIn()
 			}()
 			for {
-				timeRowGather(&src, heap, ids, sids, workers, aheadRows(R))
+				timeRowGather(&src, heap, ids, sids, workers, rowAhead)
 				select {
 				case <-done:
 					return during
@@ -1995,8 +1995,8 @@ func BenchmarkStagedGatherParts(b *testing.B) {
 		}},
 	}
 	reg := []variant{
-		{"gather, heap dst, table registered", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, aheadRows(R)) }},
-		{"gather, pinned dst, table registered", func() time.Duration { return timeRowGather(&src, pin, ids, sids, workers, aheadRows(R)) }},
+		{"gather, heap dst, table registered", func() time.Duration { return timeRowGather(&src, heap, ids, sids, workers, rowAhead) }},
+		{"gather, pinned dst, table registered", func() time.Duration { return timeRowGather(&src, pin, ids, sids, workers, rowAhead) }},
 		{"whole staged lookup K=1, back to back", lookup(1, false)},
 		{"whole staged lookup K=1, synchronized each", lookup(1, true)},
 		{"whole staged lookup K=24, back to back", lookup(24, false)},

@@ -209,13 +209,3 @@ func TestTableSet(t *testing.T) {
 		t.Fatal("empty set's key")
 	}
 }
-
-// The staged gather's prefetch distance: a budget of bytes in flight, 8
-// to 64 rows.
-func TestAheadRows(t *testing.T) {
-	for _, c := range []struct{ r, want int64 }{{1, 64}, {64, 64}, {136, 64}, {264, 62}, {520, 31}, {1024, 16}, {4096, 8}, {2 << 20, 8}} {
-		if got := aheadRows(c.r); got != c.want {
-			t.Errorf("aheadRows(%d) = %d, want %d", c.r, got, c.want)
-		}
-	}
-}

@@ -10,28 +10,12 @@ import (
 	"github.com/scatterkit/scatterkit/cudagather/internal/prefetch"
 )
 
-// aheadRows is how many rows ahead of its copy the CPU gather of staged
-// lookups prefetches rows of r bytes: a random row of a large table is a
-// cache miss (and, past the TLB's reach, a page walk) that the copy would
-// otherwise wait for row after row. The distance is a byte budget,
-// aheadBytes of rows in flight a worker (a third of a 48 KiB L1 data
-// cache), within 8 to 64 rows: over new ids on a 32 GiB table
-// (BenchmarkRowGatherCPU) 64 rows ahead were fastest at 64 to 264 B, 8 to
-// 64 alike at 1 KiB. The tests' $CUDAGATHER_ROW_AHEAD fixes it (rowAhead,
-// aheadFixed), for benchmarks of whole lookups at other distances.
-func aheadRows(r int64) int64 {
-	if aheadFixed {
-		return rowAhead
-	}
-	return min(max(aheadBytes/max(r, 1), 8), 64)
-}
-
-const aheadBytes = 16 << 10
-
-var (
-	rowAhead   int64
-	aheadFixed bool
-)
+// rowAhead is how many rows ahead of its copy the CPU gather of staged
+// lookups prefetches (BenchmarkRowGatherCPU measures it; the tests'
+// $CUDAGATHER_ROW_AHEAD sets it, for the benchmarks of whole lookups): a random row of
+// a large table is a cache miss (and, past the TLB's reach, a page walk)
+// that the copy would otherwise wait for row after row.
+var rowAhead int64 = 16
 
 // stagedBlock is the most rows a staged lookup's worker claims at a time.
 var stagedBlock int64 = 256

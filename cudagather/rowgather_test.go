@@ -25,7 +25,6 @@ func init() {
 		if _, err := fmt.Sscan(v, &rowAhead); err != nil || rowAhead < 0 {
 			panic("CUDAGATHER_ROW_AHEAD: want a count of rows, not " + v)
 		}
-		aheadFixed = true
 	}
 }
 

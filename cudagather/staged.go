@@ -722,7 +722,7 @@ func (l *stagedLookup) work(b int64, bad *atomic.Int64) {
 		l.waitSlot(chunk)
 		slot = l.slots[chunk%int64(len(l.slots))]
 	}
-	first := l.gather(slot, l.ids32, l.ids64, l.sids, lo, hi, chunk*l.per, aheadRows(l.rowBytes))
+	first := l.gather(slot, l.ids32, l.ids64, l.sids, lo, hi, chunk*l.per, rowAhead)
 	if first >= 0 {
 		for {
 			cur := bad.Load()
