@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 )
@@ -9,10 +10,10 @@ import (
 // PeerIdentity is what a transport knows of a peer connecting to a
 // segment, handed to ListenOptions.Admit before anything is served.
 type PeerIdentity struct {
-	// Transport is the backend's name: "tcp" or "shm".
+	// Transport is the backend's name: "tcp", "shm" or "ucx".
 	Transport string
-	// Addr is the peer's address as the transport sees it (tcp: its
-	// ip:port; shm: the segment's socket address).
+	// Addr is the peer's address as the transport sees it (tcp and ucx:
+	// its ip:port; shm: the segment's socket address).
 	Addr string
 	// Cred is the peer process's identity as the kernel reports it (shm:
 	// SO_PEERCRED, fixed when the peer connected); nil where the
@@ -98,6 +99,41 @@ func (p UIDPolicy) Admit(id PeerIdentity) (Access, error) {
 		return AccessRemoteRead, nil
 	}
 	return 0, fmt.Errorf("uid %d is not allowed", id.Cred.UID)
+}
+
+// NetPolicy admits peers by their IP address (tcp and ucx, whose Addr is
+// ip:port): a peer in one of Write's networks may read and write the
+// exports (as each export's access allows), one in Read's may only read,
+// and every other peer is refused, as is one whose Addr is no ip:port
+// (shm). Its Admit method is an AdmitFunc.
+type NetPolicy struct {
+	Write []netip.Prefix
+	Read  []netip.Prefix
+}
+
+// LoopbackPolicy admits only peers connecting from this host (a loopback
+// address), with full access: the ucx transport's default.
+func LoopbackPolicy() NetPolicy {
+	return NetPolicy{Write: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+}
+
+// Admit implements the policy as an AdmitFunc.
+func (p NetPolicy) Admit(id PeerIdentity) (Access, error) {
+	ap, err := netip.ParseAddrPort(id.Addr)
+	if err != nil {
+		return 0, fmt.Errorf("%s peer address %q is no ip:port", id.Transport, id.Addr)
+	}
+	ip := ap.Addr().Unmap()
+	in := func(nets []netip.Prefix) bool {
+		return slices.ContainsFunc(nets, func(n netip.Prefix) bool { return n.Contains(ip) })
+	}
+	switch {
+	case in(p.Write):
+		return AccessRemoteRead | AccessRemoteWrite, nil
+	case in(p.Read):
+		return AccessRemoteRead, nil
+	}
+	return 0, fmt.Errorf("address %s is in no allowed network", ip)
 }
 
 // GrantedInfos returns infos as a peer granted access sees them: every

@@ -2,6 +2,7 @@ package verbs_test
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,6 +35,38 @@ func TestUIDPolicy(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got)
 		})
+	}
+}
+
+func TestNetPolicy(t *testing.T) {
+	const rw = verbs.AccessRemoteRead | verbs.AccessRemoteWrite
+	p := verbs.NetPolicy{Write: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, Read: []netip.Prefix{netip.MustParsePrefix("fd00::/8")}}
+	local := verbs.LoopbackPolicy()
+	for _, tc := range []struct {
+		policy verbs.NetPolicy
+		addr   string
+		want   verbs.Access
+	}{
+		{p, "10.1.2.3:7400", rw},
+		{p, "[::ffff:10.1.2.3]:7400", rw}, // an IPv4 peer on a dual-stack socket
+		{p, "[fd00::5]:1", verbs.AccessRemoteRead},
+		{p, "10.2.0.1:7400", 0},
+		{p, "127.0.0.1:5", 0},
+		{p, "@socket", 0}, // no ip:port
+		{p, "", 0},
+		{local, "127.0.0.1:40000", rw},
+		{local, "127.3.4.5:1", rw},
+		{local, "[::1]:9", rw},
+		{local, "192.168.1.1:9", 0},
+		{local, "[::ffff:127.0.0.1]:9", rw},
+	} {
+		got, err := verbs.Admit(tc.policy.Admit, verbs.PeerIdentity{Transport: "ucx", Addr: tc.addr})
+		if tc.want == 0 {
+			require.ErrorIs(t, err, verbs.ErrNotAdmitted, tc.addr)
+			continue
+		}
+		require.NoError(t, err, tc.addr)
+		require.Equal(t, tc.want, got, tc.addr)
 	}
 }
 

@@ -268,10 +268,12 @@ type ListenOptions struct {
 	// [AdmitFunc]). Nil means the backend's default: shm admits only this
 	// process's effective user ([OwnUIDPolicy]); tcp admits every peer
 	// that reaches the address with full access (bind to an address only
-	// trusted peers reach, or set Admit). A peer granted read only sees
-	// the exports without remote write (tcp), or not at all where the
-	// backend cannot keep a writable region read-only for one peer (shm
-	// withholds exports that have remote write from it).
+	// trusted peers reach, or set Admit, e.g. a [NetPolicy]); ucx admits
+	// only peers of this host ([LoopbackPolicy]: UCX parses a peer's worker
+	// address unvalidated). A peer granted read only sees the exports
+	// without remote write (tcp, ucx), or not at all where the backend
+	// cannot keep a writable region read-only for one peer (shm withholds
+	// exports that have remote write from it).
 	Admit AdmitFunc
 	// OnError, when set, receives errors that end a peer's connection
 	// abnormally (a [*ProtocolError], a failed handshake, an I/O error). It

@@ -133,7 +133,14 @@ func (sg *segment) accept(nc net.Conn) error {
 		_, _ = nc.Write(frame.AppendRefusal(nil, err.Error(), false))
 		return err
 	}
-	granted, err := verbs.Admit(sg.Opts.Admit, verbs.PeerIdentity{Transport: "ucx", Addr: peer})
+	policy := sg.Opts.Admit
+	if policy == nil {
+		// UCX parses a peer's worker address and keys unvalidated, and its
+		// software one-sided paths check nothing: by default only peers of
+		// this host are served (docs/ucx.md, "Trust").
+		policy = verbs.LoopbackPolicy().Admit
+	}
+	granted, err := verbs.Admit(policy, verbs.PeerIdentity{Transport: "ucx", Addr: nc.RemoteAddr().String()})
 	if err != nil {
 		return refuse(err)
 	}

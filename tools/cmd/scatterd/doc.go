@@ -24,6 +24,9 @@
 //	-tcp-no-checksums    tcp: agree to frames without checksums with requesters that ask (trusted links)
 //	-allow-uid U,...     shm: users that may connect, read and write (default: this user only)
 //	-read-uid U,...      shm: users that may connect and only read (never given a writable export)
+//	-allow-net N,...     tcp, ucx: networks (CIDR, or addresses) whose peers may connect, read and
+//	                     write (default: tcp every peer that reaches -listen, ucx this host's only)
+//	-read-net N,...      tcp, ucx: networks whose peers may connect and only read
 //	-name NAME           discovery record name (default scatterd/PID)
 //	-discovery PATH      discovery file (default /dev/shm/scatterkit-discovery.json); "off": none
 //	-bench-control       serve the pack-only benchmark method
@@ -39,8 +42,9 @@
 // and a summary on stderr. Requesters look the record up by name (package
 // verbs/discovery) or connect to the address. Over shm only the users
 // -allow-uid and -read-uid name (default: the daemon's own) are served;
-// over tcp every peer that reaches -listen is, so bind it to an address
-// only trusted peers reach. The ready line carries "calibration_fallback"
+// over tcp every peer that reaches -listen is unless -allow-net and
+// -read-net name networks, so bind it to an address only trusted peers
+// reach; over ucx only this host's peers are unless they do. The ready line carries "calibration_fallback"
 // when the gather service could not calibrate and uses conservative
 // figures. What requesters may make the daemon hold is bounded (the gather
 // service prices each command from its header and refuses or defers what

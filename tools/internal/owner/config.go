@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"runtime"
 	"time"
 
@@ -87,6 +88,14 @@ type Config struct {
 	// peer credentials; setting either there is refused.
 	AllowUIDs, ReadUIDs []uint32
 
+	// AllowNets and ReadNets are the networks a tcp or ucx owner serves
+	// (verbs.NetPolicy): peers in AllowNets may read and write its exports
+	// (as their access allows), peers in ReadNets only read them. Both
+	// empty: the transport's default (tcp every peer that reaches the
+	// address, ucx only this host's). shm has no peer addresses; setting
+	// either there is refused.
+	AllowNets, ReadNets []netip.Prefix
+
 	// Directory, when set, receives a record named Name for the segment
 	// (withdrawn at Close). Attrs are added to the record.
 	Directory discovery.Directory
@@ -128,8 +137,10 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("Staging*/PackWorkers/ParallelMin", "", "must not be negative")
 	case c.ProgressTimeout < 0:
 		return bad("ProgressTimeout", c.ProgressTimeout.String(), "must not be negative")
-	case c.Transport == TransportTCP && len(c.AllowUIDs)+len(c.ReadUIDs) > 0:
-		return bad("AllowUIDs/ReadUIDs", "", "tcp has no peer credentials: admission by user is for shm")
+	case c.Transport != TransportSHM && len(c.AllowUIDs)+len(c.ReadUIDs) > 0:
+		return bad("AllowUIDs/ReadUIDs", "", c.Transport+" has no peer credentials: admission by user is for shm")
+	case c.Transport == TransportSHM && len(c.AllowNets)+len(c.ReadNets) > 0:
+		return bad("AllowNets/ReadNets", "", "shm peers have no network address: admission by network is for tcp and ucx")
 	case c.Directory != nil && c.Name == "":
 		return bad("Name", "", "a discovery directory needs a record name")
 	case c.Directory == nil && c.Name != "":

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -98,6 +99,37 @@ func (f uidsFlag) Set(s string) error {
 	return nil
 }
 
+// netsFlag is a flag.Value of comma-separated networks (10.0.0.0/8) or
+// addresses (a single host).
+type netsFlag struct{ p *[]netip.Prefix }
+
+func (f netsFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	parts := make([]string, len(*f.p))
+	for i, n := range *f.p {
+		parts[i] = n.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f netsFlag) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		n, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return fmt.Errorf("network %q: want a CIDR prefix or an address", part)
+			}
+			n = netip.PrefixFrom(a, a.BitLen())
+		}
+		*f.p = append(*f.p, n.Masked())
+	}
+	return nil
+}
+
 // byteFlag is a flag.Value of a size with units ("1GiB").
 type byteFlag struct{ v *int64 }
 
@@ -146,6 +178,8 @@ func parse(name string, args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&c.ProgressTimeout, "progress-timeout", 0, "evict a requester whose gather command makes no progress for this long (0: 2s)")
 	fs.Var(uidsFlag{&c.AllowUIDs}, "allow-uid", "shm: comma-separated user ids that may connect, read and write (default: the owner's own user only)")
 	fs.Var(uidsFlag{&c.ReadUIDs}, "read-uid", "shm: comma-separated user ids that may connect and only read")
+	fs.Var(netsFlag{&c.AllowNets}, "allow-net", "tcp, ucx: comma-separated networks (CIDR) whose peers may connect, read and write (default: tcp every peer, ucx this host's only)")
+	fs.Var(netsFlag{&c.ReadNets}, "read-net", "tcp, ucx: comma-separated networks (CIDR) whose peers may connect and only read")
 	fs.BoolVar(&c.NoHugePages, "no-huge-pages", false, "skip the transparent huge page advice for generated tcp data")
 	fs.StringVar(&c.Name, "name", fmt.Sprintf("scatterd/%d", os.Getpid()), "discovery record name")
 	fs.StringVar(&o.directory, "discovery", DefaultDirectory(), "discovery directory file (file backend); \"off\" publishes nothing")

@@ -127,6 +127,8 @@ func TestMainUsageErrors(t *testing.T) {
 		{"both sources", []string{"-size", "1MiB", "-file", "/etc/hostname", "-discovery", "off"}, "not both"},
 		{"bad transport", []string{"-size", "1MiB", "-transport", "udp", "-discovery", "off"}, "want tcp or shm"},
 		{"stray argument", []string{"serve"}, "unexpected"},
+		{"bad network", []string{"-size", "1MiB", "-allow-net", "10.0.0.0/33", "-discovery", "off"}, `invalid value "10.0.0.0/33" for flag -allow-net`},
+		{"networks over shm", []string{"-size", "1MiB", "-transport", "shm", "-read-net", "10.0.0.1", "-discovery", "off"}, "admission by network is for tcp and ucx"},
 		{"bad name", []string{"-size", "1MiB", "-name", "a//b", "-discovery", filepath.Join(t.TempDir(), "d.json")}, "Name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

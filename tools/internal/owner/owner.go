@@ -115,6 +115,9 @@ func Start(ctx context.Context, cfg Config) (o *Owner, err error) {
 	if len(cfg.AllowUIDs)+len(cfg.ReadUIDs) > 0 {
 		lopts.Admit = verbs.UIDPolicy{Write: cfg.AllowUIDs, Read: cfg.ReadUIDs}.Admit
 	}
+	if len(cfg.AllowNets)+len(cfg.ReadNets) > 0 {
+		lopts.Admit = verbs.NetPolicy{Write: cfg.AllowNets, Read: cfg.ReadNets}.Admit
+	}
 	o.seg, err = o.tr.Listen(addr, o.exports, lopts)
 	if err != nil {
 		return o, fmt.Errorf("owner: listen: %w", err)

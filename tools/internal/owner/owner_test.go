@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/discovery"
+	"github.com/scatterkit/scatterkit/verbs/tcp"
 	"github.com/scatterkit/scatterkit/verbs/transports"
 	"github.com/scatterkit/scatterkit/verbs/ucx"
 )
@@ -280,4 +282,35 @@ func TestPublishConflict(t *testing.T) {
 	o, err := Start(testContext(t), cfg)
 	require.Nil(t, o)
 	require.ErrorIs(t, err, discovery.ErrExists, "a live owner keeps its name; the second owner released everything")
+}
+
+// TestAllowNets: a tcp owner given networks serves only peers in them
+// (verbs.NetPolicy): a loopback requester is refused when only another
+// network is allowed, served when its address is, and read-only when it
+// is in ReadNets.
+func TestAllowNets(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		allow, read []netip.Prefix
+		want        verbs.Access // 0: refused
+	}{
+		{"other network", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, nil, 0},
+		{"this host", []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, nil, verbs.AccessRemoteRead | verbs.AccessRemoteWrite},
+		{"read only", nil, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, verbs.AccessRemoteRead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := startOwner(t, Config{Transport: TransportTCP, Size: 1 << 20, Scratch: 4096, StagingBytes: 4 << 20, PackWorkers: 1,
+				AllowNets: tc.allow, ReadNets: tc.read})
+			tr := tcp.New(tcp.Config{})
+			defer tr.Close()
+			c, err := tr.Connect(testContext(t), o.Info().Addr, verbs.ConnectOptions{})
+			if tc.want == 0 {
+				require.ErrorIs(t, err, verbs.ErrNotAdmitted)
+				return
+			}
+			require.NoError(t, err)
+			defer c.Close()
+			require.Equal(t, tc.want&verbs.AccessRemoteWrite != 0, region(t, c, DefaultScratchName).Access.Has(verbs.AccessRemoteWrite))
+		})
+	}
 }
