@@ -60,6 +60,8 @@ if [ ! -e /usr/include/ucp/api/ucp.h ] && [ "$(id -u)" = 0 ] && command -v apt-g
 fi
 CGO_ENABLED=1 go vet -tags ucx ./verbs/ucx/... ./verbs/transports/ ./verbs/engine/ ./engram/internal/remote/ ./structobj/
 UCX_LOG_LEVEL=fatal CGO_ENABLED=1 go test -tags ucx -count=1 ./verbs/ucx/...
+# Its progress thread, posts and teardown under the race detector.
+UCX_LOG_LEVEL=fatal CGO_ENABLED=1 go test -race -tags ucx -count=1 ./verbs/ucx/
 # The commands a user builds for it (docs/ucx.md).
 CGO_ENABLED=1 go build -tags ucx -o /dev/null ./tools/cmd/scatterd
 CGO_ENABLED=1 go build -tags ucx -o /dev/null ./tools/cmd/scatterbench

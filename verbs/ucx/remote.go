@@ -87,10 +87,13 @@ func (t *remoteTable) resolve(k verbs.Key, off uint64, n uint32, need verbs.Acce
 	return 0, nil, verbs.StatusBadKey
 }
 
-// destroy releases the unpacked keys (on the endpoint's loop thread).
+// destroy releases the unpacked keys (on the endpoint's loop thread; it
+// may run more than once). It leaves the table's regions as they are:
+// Post may still resolve a request against them on another goroutine
+// while the session ends, and the launch on the loop's thread then
+// finds the session gone and posts nothing with the released key.
 func (t *remoteTable) destroy() {
 	for i := range t.regions {
 		t.regions[i].key.Destroy()
 	}
-	t.regions = nil
 }

@@ -178,6 +178,16 @@ func (s *session) release(cause error) bool {
 		time.Sleep(50 * time.Microsecond)
 	}
 	clean := !busy()
+	dropKeys := func() {
+		_ = lp.do(func() {
+			if s.remote != nil {
+				s.remote.destroy()
+			}
+		})
+	}
+	if clean {
+		dropKeys() // nothing in flight uses them: they go before their endpoint
+	}
 	var req ucp.Request
 	var err error
 	if s.ep != nil {
@@ -214,10 +224,8 @@ func (s *session) release(cause error) bool {
 			return false // a request UCX never completes: leave its batch
 		}
 	}
+	dropKeys()
 	_ = lp.do(func() {
-		if s.remote != nil {
-			s.remote.destroy()
-		}
 		for _, q := range s.queues {
 			q.freeBatches()
 		}
