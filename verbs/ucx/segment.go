@@ -121,9 +121,11 @@ func (sg *segment) accept(nc net.Conn) error {
 	}
 	_ = nc.SetDeadline(time.Now().Add(sg.t.cfg.HandshakeTimeout))
 	rd := frame.NewReader(nc, 64<<10)
+	// The HELLO first, then admission, and only then the attachment (up to
+	// a megabyte) is read: a peer that is not admitted makes the segment
+	// hold no more than its HELLO.
 	var hello frame.Hello
-	var their Attachment
-	if err := readHandshake(rd, frame.TypeHello, &hello, &their, nil); err != nil {
+	if err := readHello(rd, frame.TypeHello, &hello); err != nil {
 		return handshake.Err("ucx", peer, err)
 	}
 	if hello.ProbeKey != 0 || hello.ConnID != 0 || hello.Token != 0 {
@@ -143,6 +145,10 @@ func (sg *segment) accept(nc net.Conn) error {
 	granted, err := verbs.Admit(policy, verbs.PeerIdentity{Transport: "ucx", Addr: nc.RemoteAddr().String()})
 	if err != nil {
 		return refuse(err)
+	}
+	var their Attachment
+	if err := readAttachment(rd, &hello, &their, nil); err != nil {
+		return handshake.Err("ucx", peer, err)
 	}
 	infos := verbs.GrantedInfos(sg.Regions(), granted, nil)
 	mine, err := sg.t.attachment(infos, sg.mems(infos), granted, sg.probe, sg.pinfo.Key)

@@ -336,6 +336,14 @@ func appendHandshake(dst []byte, typ frame.Type, h *frame.Hello, a *Attachment) 
 // readHandshake reads a HELLO or WELCOME (want) and the attachment after
 // it, decoded against the regions the frame lists (and probe, when set).
 func readHandshake(rd *frame.Reader, want frame.Type, h *frame.Hello, a *Attachment, probe func(*frame.Hello) verbs.RegionInfo) error {
+	if err := readHello(rd, want, h); err != nil {
+		return err
+	}
+	return readAttachment(rd, h, a, probe)
+}
+
+// readHello reads a HELLO or WELCOME frame (want), or a refusal.
+func readHello(rd *frame.Reader, want frame.Type, h *frame.Hello) error {
 	var hdr frame.Header
 	if err := rd.Next(&hdr); err != nil {
 		return err
@@ -350,9 +358,13 @@ func readHandshake(rd *frame.Reader, want frame.Type, h *frame.Hello, a *Attachm
 	if frame.Refused(&hdr) {
 		return frame.RefusedErr(body)
 	}
-	if err := frame.DecodeHello(h, body); err != nil {
-		return err
-	}
+	return frame.DecodeHello(h, body)
+}
+
+// readAttachment reads the attachment that follows h (its length, at most
+// maxAttachBytes, then its bytes) and decodes it against the regions h
+// lists (and probe, when set).
+func readAttachment(rd *frame.Reader, h *frame.Hello, a *Attachment, probe func(*frame.Hello) verbs.RegionInfo) error {
 	var lb [4]byte
 	if err := rd.ReadFull(lb[:]); err != nil {
 		return err
