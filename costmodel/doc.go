@@ -63,8 +63,10 @@
 // runs) one after the other. T_stag is the slower of the pipeline (the
 // first P chunks packed at once, the slowest stage, the last chunk's
 // transfer and scatter) and one call slot running its chunks back to back
-// (TStaged); its search starts at B_net*L/MaxP, a call's fixed cost being
-// priced in the call.
+// (TStaged); its search runs P up to Staged.MaxCalls (more calls than the
+// owner's workers hide the calls' round trips; the owner's packing stays
+// priced at MaxP workers) and starts at B_net*L/MaxCalls, a call's fixed
+// cost being priced in the call.
 //
 // # Parameters and where they come from
 //

@@ -79,9 +79,9 @@ func stagedErr(field, value, reason string) error {
 // chunk's transfer and scatter (the drain); the second is one call slot
 // running its chunks back to back. The search runs P over 1, 2, 4, ... up
 // to MaxCalls (Staged; MaxP by default) and C from the bandwidth-delay
-// product shared by MaxCalls calls, B_net*L/MaxCalls, to C_max(P); C_min does not bound it, since a call's fixed
-// cost is in T_call. It does not allocate; on invalid input it returns a
-// direct decision with Err set.
+// product shared by MaxCalls calls, B_net*L/MaxCalls, to C_max(P); C_min
+// does not bound it, since a call's fixed cost is in T_call. It does not
+// allocate; on invalid input it returns a direct decision with Err set.
 func DecideStaged(p Params, g Geometry, s Staged) Decision {
 	d := Decision{params: p, geom: g, staged: s, isStaged: true}
 	if err := p.Validate(); err != nil {
