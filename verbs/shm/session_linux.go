@@ -3,7 +3,6 @@
 package shm
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -59,7 +58,7 @@ func (s *session) start() bool {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.Fail(s.readLoop())
+		s.Fail(s.ReadFrames(s.rd, s))
 		s.drain()
 	}()
 	return true
@@ -193,41 +192,6 @@ func (s *session) Send(h frame.Header, payload []byte) { _ = s.write(&h, payload
 // Reply implements peers.Replier: every frame goes through the one
 // socket, from the reader or a handler alike.
 func (s *session) Reply(h frame.Header, payload []byte) error { return s.write(&h, payload) }
-
-func (s *session) readLoop() error {
-	var h frame.Header
-	for {
-		if err := s.rd.Next(&h); err != nil {
-			var pe *verbs.ProtocolError
-			if errors.As(err, &pe) {
-				pe.Peer = s.Peer
-			}
-			return err
-		}
-		var err error
-		switch {
-		case s.Owner && h.Type == frame.TypeCall:
-			err = s.OnCall(s.rd, &h, s, s)
-		case s.Owner && h.Type == frame.TypePing:
-			err = s.write(&frame.Header{Type: frame.TypePong, ID: h.ID}, nil)
-		case s.Owner && h.Type == frame.TypeParams:
-			var b [frame.ParamsSize]byte
-			if err = s.rd.ReadFull(b[:]); err == nil {
-				var p verbs.LinkParams
-				if p, err = frame.DecodeParams(b[:]); err == nil {
-					s.SetParams(p)
-				}
-			}
-		case !s.Owner && (h.Type == frame.TypeReply || h.Type == frame.TypePong):
-			err = s.Answer(s.rd, &h)
-		default:
-			return s.ProtocolErr("unexpected " + h.Type.String())
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
 
 // sendMsg writes b with the descriptors attached.
 func sendMsg(nc *net.UnixConn, b []byte, fds []int) error {

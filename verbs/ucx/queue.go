@@ -107,6 +107,7 @@ func (q *queue) post(wrs []verbs.WorkRequest, checked bool, epoch uint64) (int, 
 	reg := q.t.reg
 	reg.RLock()
 	var lcur regtab.Cursor
+	rcur := 0
 	ops, comps := q.ops[:0], q.comps[:0]
 	for i := range wrs {
 		wr := &wrs[i]
@@ -127,7 +128,7 @@ func (q *queue) post(wrs []verbs.WorkRequest, checked bool, epoch uint64) (int, 
 			q.cq.Release(n)
 			return 0, &verbs.PostError{Index: i, ID: wr.ID, Err: err}
 		}
-		raddr, key, st := q.s.remote.resolve(wr.RemoteKey, wr.RemoteOff, wr.Len, need)
+		raddr, key, st := q.s.remote.resolve(&rcur, wr.RemoteKey, wr.RemoteOff, wr.Len, need)
 		if st != verbs.StatusOK {
 			comps = append(comps, verbs.Completion{ID: wr.ID, Status: st, Err: &verbs.RemoteError{ID: wr.ID, Status: st}})
 			continue

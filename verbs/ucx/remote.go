@@ -3,6 +3,8 @@
 package ucx
 
 import (
+	"slices"
+
 	"github.com/scatterkit/scatterkit/verbs"
 	"github.com/scatterkit/scatterkit/verbs/ucx/internal/ucp"
 )
@@ -70,21 +72,25 @@ func (t *remoteTable) infos() []verbs.RegionInfo {
 // resolve checks a request for n bytes at off of the peer's region k,
 // needing access need, and returns the peer's address and the key to post
 // it with, or the status the other backends answer such a request with.
-func (t *remoteTable) resolve(k verbs.Key, off uint64, n uint32, need verbs.Access) (uint64, *ucp.RKey, verbs.Status) {
-	for i := range t.regions {
-		r := &t.regions[i]
-		if r.info.Key != k {
-			continue
+// *c is the index of the region the last request of the batch named (a
+// batch names few regions, most often one): it is tried first and kept.
+func (t *remoteTable) resolve(c *int, k verbs.Key, off uint64, n uint32, need verbs.Access) (uint64, *ucp.RKey, verbs.Status) {
+	i := *c
+	if i < 0 || i >= len(t.regions) || t.regions[i].info.Key != k {
+		i = slices.IndexFunc(t.regions, func(r remoteRegion) bool { return r.info.Key == k })
+		if i < 0 {
+			return 0, nil, verbs.StatusBadKey
 		}
-		switch {
-		case !r.info.Access.Has(need):
-			return 0, nil, verbs.StatusAccess
-		case off > r.info.Len || uint64(n) > r.info.Len-off:
-			return 0, nil, verbs.StatusBounds
-		}
-		return r.base + off, r.key, verbs.StatusOK
+		*c = i
 	}
-	return 0, nil, verbs.StatusBadKey
+	r := &t.regions[i]
+	switch {
+	case !r.info.Access.Has(need):
+		return 0, nil, verbs.StatusAccess
+	case off > r.info.Len || uint64(n) > r.info.Len-off:
+		return 0, nil, verbs.StatusBounds
+	}
+	return r.base + off, r.key, verbs.StatusOK
 }
 
 // destroy releases the unpacked keys (on the endpoint's loop thread; it

@@ -97,7 +97,7 @@ func TestRemoteTable(t *testing.T) {
 		{"wrapping offset", 0x2222, ^uint64(0) - 2, 8, verbs.AccessRemoteRead, verbs.StatusBounds},
 	}
 	for _, c := range refuse {
-		if _, _, st := tab.resolve(c.key, c.off, c.n, c.need); st != c.want {
+		if _, _, st := tab.resolve(new(int), c.key, c.off, c.n, c.need); st != c.want {
 			t.Errorf("%s: %v, want %v", c.name, st, c.want)
 		}
 	}
@@ -114,7 +114,7 @@ func TestRemoteTable(t *testing.T) {
 				local[i] = byte(i * 7)
 			}
 		}
-		raddr, key, st := tab.resolve(c.key, 100, 1000, need)
+		raddr, key, st := tab.resolve(new(int), c.key, 100, 1000, need)
 		if st != verbs.StatusOK {
 			t.Fatalf("resolve %#x: %v", c.key, st)
 		}

@@ -4,9 +4,9 @@ package ucx
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,7 +69,7 @@ func (s *session) start() bool {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.Fail(s.readLoop())
+		s.Fail(s.ReadFrames(s.rd, s))
 		s.drain()
 	}()
 	return true
@@ -102,9 +102,19 @@ func (s *session) Shut() {}
 // exposures, through the owner's endpoint.
 func (s *session) NewPoster(depth int) peers.Poster { return s.newQueue(depth) }
 
-// DropPoster implements peers.Carrier: the teardown frees every queue's
-// batches.
-func (s *session) DropPoster(peers.Poster) {}
+// DropPoster implements peers.Carrier: the queue (idle: its call's
+// requests are all answered) leaves the session's list and its batches
+// are freed, so a long session whose calls come in bursts keeps no more
+// queues than its idle Peers.
+func (s *session) DropPoster(p peers.Poster) {
+	q := p.(*queue)
+	_ = s.t.lp.do(func() {
+		s.queues = slices.DeleteFunc(s.queues, func(x *queue) bool { return x == q })
+		if !q.inFlight() {
+			q.freeBatches()
+		}
+	})
+}
 
 // Finalize implements peers.Carrier. It ends the session in the order
 // that keeps both sides' memory safe, as shm's does:
@@ -282,41 +292,6 @@ func (s *session) Send(h frame.Header, payload []byte) { _ = s.write(&h, payload
 
 // Reply implements peers.Replier.
 func (s *session) Reply(h frame.Header, payload []byte) error { return s.write(&h, payload) }
-
-func (s *session) readLoop() error {
-	var h frame.Header
-	for {
-		if err := s.rd.Next(&h); err != nil {
-			var pe *verbs.ProtocolError
-			if errors.As(err, &pe) {
-				pe.Peer = s.Peer
-			}
-			return err
-		}
-		var err error
-		switch {
-		case s.Owner && h.Type == frame.TypeCall:
-			err = s.OnCall(s.rd, &h, s, s)
-		case s.Owner && h.Type == frame.TypePing:
-			err = s.write(&frame.Header{Type: frame.TypePong, ID: h.ID}, nil)
-		case s.Owner && h.Type == frame.TypeParams:
-			var b [frame.ParamsSize]byte
-			if err = s.rd.ReadFull(b[:]); err == nil {
-				var p verbs.LinkParams
-				if p, err = frame.DecodeParams(b[:]); err == nil {
-					s.SetParams(p)
-				}
-			}
-		case !s.Owner && (h.Type == frame.TypeReply || h.Type == frame.TypePong):
-			err = s.Answer(s.rd, &h)
-		default:
-			return s.ProtocolErr("unexpected " + h.Type.String())
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
 
 // appendHandshake appends a HELLO or WELCOME frame of h and the
 // attachment a after it (its length, then its bytes).

@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -152,4 +153,46 @@ func (s *Session) WaitHandlers() { s.hwg.Wait() }
 func (s *Session) Leave() {
 	s.jobs.Drain()
 	s.seg.remove(s.ID)
+}
+
+// ReadFrames is the reader of a session whose frames travel on one stream
+// (shm's Unix socket, ucx's control socket): it reads frames from rd
+// until an error and dispatches them, on the owner CALL (served, its
+// REPLY through via), PING (answered with a PONG through via) and PARAMS,
+// on the requester REPLY and PONG. Any other frame is a protocol
+// violation. The returned error, with a *verbs.ProtocolError naming the
+// peer, is what the session fails with.
+func (s *Session) ReadFrames(rd *frame.Reader, via Replier) error {
+	var h frame.Header
+	for {
+		if err := rd.Next(&h); err != nil {
+			var pe *verbs.ProtocolError
+			if errors.As(err, &pe) {
+				pe.Peer = s.Peer
+			}
+			return err
+		}
+		var err error
+		switch {
+		case s.Owner && h.Type == frame.TypeCall:
+			err = s.OnCall(rd, &h, via, via)
+		case s.Owner && h.Type == frame.TypePing:
+			err = via.Reply(frame.Header{Type: frame.TypePong, ID: h.ID}, nil)
+		case s.Owner && h.Type == frame.TypeParams:
+			var b [frame.ParamsSize]byte
+			if err = rd.ReadFull(b[:]); err == nil {
+				var p verbs.LinkParams
+				if p, err = frame.DecodeParams(b[:]); err == nil {
+					s.SetParams(p)
+				}
+			}
+		case !s.Owner && (h.Type == frame.TypeReply || h.Type == frame.TypePong):
+			err = s.Answer(rd, &h)
+		default:
+			return s.ProtocolErr("unexpected " + h.Type.String())
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
