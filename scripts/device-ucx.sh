@@ -7,6 +7,10 @@
 #                                         # Debian 12's UCX 1.13 libraries and
 #                                         # modules, ucx_perftest from ucx-utils)
 #   bash scripts/device-ucx.sh [REPS]     # there, with .ucx carried
+#   bash scripts/device-ucx.sh diag [REPS] # there: where a UCX gather waits
+#                                         # (staging slots swept, the raw
+#                                         # transport's put and get cycles,
+#                                         # an execution trace; see below)
 #
 # For each UCX transport set (UCX_TLS=tcp on loopback, UCX_TLS=posix,cma)
 # it runs scatterbench -transport ucx over many-small (98,304 x 264 B),
@@ -23,6 +27,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ "${1:-}" = build ]; then
 	rm -rf .ucx && mkdir -p .ucx/lib/ucx .ucx/bin
 	CGO_ENABLED=1 go build -tags ucx -o .ucx/scatterbench ./tools/cmd/scatterbench
+	CGO_ENABLED=1 go test -c -tags ucx -o .ucx/ucx.test ./verbs/ucx
 	for l in libucp.so.0 libucs.so.0 libuct.so.0 libucm.so.0 libnuma.so.1; do
 		cp -L "/lib/x86_64-linux-gnu/$l" .ucx/lib/
 	done
@@ -36,10 +41,47 @@ if [ "${1:-}" = build ]; then
 	du -sh .ucx
 	exit 0
 fi
+diag=
+if [ "${1:-}" = diag ]; then
+	diag=1
+	shift
+fi
 reps=${1:-20}
 out=${OUT:-bench-results}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.ucx/lib UCX_MODULE_DIR=$PWD/.ucx/lib/ucx UCX_LOG_LEVEL=error
+if [ -n "$diag" ]; then
+	# Where a gather over UCX waits: its goodput as the staging slots a
+	# command may hold grow (a pipeline held by each chunk's latency gains
+	# with slots, one held by a rate does not), the raw transport's large
+	# puts and gets (one batch, one at a time, 8 in flight), and a Go
+	# execution trace of few-large gathers with the owner in the process.
+	echo "host: $(nproc) cores; scatterkit $(cat .ucx/rev)"
+	for tls in ${DIAG_TLS:-tcp posix,cma}; do
+		for slots in ${DIAG_SLOTS:-1 2 4 8 16 32}; do
+			env UCX_TLS=$tls UCX_NET_DEVICES=lo .ucx/scatterbench -transport ucx -mode gather -workloads many-small,few-large \
+				-staging-slots $slots -reps "$reps" -quiet -json - 2>/dev/null | python3 -c '
+import json, sys
+tls, slots, ceil = sys.argv[1], sys.argv[2], {}
+rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+for d in rows:
+    if d.get("workload", "").startswith("ceiling/direct-control"):
+        ceil[d.get("for")] = d.get("goodput_gbps")
+for d in rows:
+    if d.get("mode") == "gather":
+        dc = ceil.get(d["workload"]) or float("nan")
+        w, g, p50, win = d["workload"], d["goodput_gbps"], d["p50_ms"], (d.get("window_gbps") or 0) / dc
+        print(f"{tls:9} slots {slots:>2} {w:10} gather {g:6.2f} Gbit/s  p50 {p50:8.2f} ms  window/dc {win:5.2f}  dc {dc:6.2f}")
+' "$tls" "$slots"
+		done
+	done
+	echo "== raw transport, UCX_TLS=tcp (verbs/ucx BenchmarkLarge: 64 x 512 KiB from the requester)"
+	.ucx/ucx.test -test.run XXX -test.bench BenchmarkLarge -test.benchtime 40x 2>&1 | grep -E '^Benchmark' || true
+	UCX_TLS=tcp UCX_NET_DEVICES=lo .ucx/scatterbench -transport ucx -mode gather -workloads few-large,many-small -owner inproc \
+		-reps 10 -quiet -exectrace "$out/ucx-gather.trace" -explain >"$out/ucx-gather-trace.log" 2>&1 || echo "exectrace: exit $?"
+	ls -la "$out"
+	exit 0
+fi
 echo "host: $(nproc) cores; scatterkit $(cat .ucx/rev); $(.ucx/bin/ucx_info -v | head -1)"
 .ucx/bin/ucx_info -d 2>/dev/null | grep -E '^#\s+Transport:' | sort -u | tr -s ' ' | tr '\n' ' '
 echo

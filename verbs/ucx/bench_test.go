@@ -20,9 +20,11 @@ import (
 func BenchmarkLarge(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		op   verbs.Op
-		each bool
-	}{{"read", verbs.OpRead, false}, {"write", verbs.OpWrite, false}, {"write-each", verbs.OpWrite, true}} {
+		op    verbs.Op
+		each  bool
+		depth int
+	}{{"read", verbs.OpRead, false, 0}, {"write", verbs.OpWrite, false, 0},
+		{"write-each", verbs.OpWrite, true, 8}, {"write-each-1", verbs.OpWrite, true, 1}, {"read-each-1", verbs.OpRead, true, 1}} {
 		b.Run(tc.name, func(b *testing.B) {
 			be := backend(&testing.T{}, "tcp")
 			b.Setenv("UCX_TLS", "tcp")
@@ -51,7 +53,7 @@ func BenchmarkLarge(b *testing.B) {
 				}
 				posted, done := 0, 0
 				for done < count {
-					for posted < count && posted-done < 8 {
+					for posted < count && posted-done < tc.depth {
 						n, err := p.Conn.Post(wrs[posted : posted+1])
 						require.NoError(b, err)
 						posted += n
