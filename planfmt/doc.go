@@ -34,6 +34,22 @@
 // offsets into it, which is how an owner's staging chunks map onto the
 // requester's destination.
 //
+// # Shards
+//
+// A plan whose source lies in several owners' memory (a table split by row
+// ranges, an object space by byte ranges) is cut into one plan per owner by
+// [Splitter]: Split cuts the source extent at given offsets, SplitDst the
+// destination extent (a WRITE's destination is the owners' side; ranges
+// form only). Every shard keeps the plan's fragment count, order,
+// destination layout and completion spans: a fixed-row shard holds the
+// plan's ids rebased to the shard's first whole row and -1 for the others,
+// a ranges shard the piece of each range inside the shard (zero-length
+// where it has none). So the shards' span byte counts add up, span by span,
+// to the plan's, and a caller (the engine's groups) reports completion in
+// the plan's terms. The cost: every shard carries all N fragment slots, so
+// S shards of a fixed-row plan encode S*N ids, most of them -1. A row
+// across a cut is refused only when an id names it.
+//
 // # Roles
 //
 // A requester builds a Plan, calls Normalize, asks the cost model, and either

@@ -13,6 +13,16 @@
 // the [Result]. [Engine.Do] is both in one call. Many goroutines may submit
 // at once.
 //
+// Groups: [Engine.SubmitGroup] (and [Engine.DoGroup]) run several
+// ScatterOps as one operation, typically one per owner of a source cut by
+// planfmt.Splitter: every part is checked and normalized before any
+// starts (one invalid part starts nothing and names itself), then all run
+// at once, each deciding its own mode on its own Conn. The first failure
+// cancels the others (their transfers in flight get Config.AbortGrace, as
+// on a cancelled context) and the group fails whole with a [GroupError]
+// naming the part; [GroupResult] sums the parts' bytes and, for parts cut
+// from one plan, their span byte counts span by span.
+//
 // Deciding: ModeAuto asks the owner's gather service for its capability
 // once per Conn ([Engine.Prepare] does it ahead of time) and feeds
 // costmodel the Conn's [verbs.LinkParams], the owner's packing calibration

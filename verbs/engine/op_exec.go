@@ -193,6 +193,18 @@ func checkOp(op *ScatterOp) error {
 func fits(off, n, size uint64) bool { return off <= size && n <= size-off }
 
 func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Operation, error) {
+	op, err := e.prepare(ctx, sop)
+	if err != nil {
+		return nil, err
+	}
+	op.start(inline)
+	return op, nil
+}
+
+// prepare checks sop and normalizes its plan into an operation that has
+// not started: nothing is decided, posted or sent yet. The caller either
+// starts it or discards it.
+func (e *Engine) prepare(ctx context.Context, sop *ScatterOp) (*Operation, error) {
 	t0 := time.Now()
 	if err := checkOp(sop); err != nil {
 		return nil, err
@@ -221,23 +233,34 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 	stage.Begin(op.id, stage.Op)
 	stage.Begin(op.id, stage.Plan)
 	if err := planfmt.NormalizeParallel(&op.norm, sop.Plan, e.normPar); err != nil {
-		stage.End(op.id, stage.Plan, 0)
-		stage.End(op.id, stage.Op, 0)
-		e.active.Done()
-		e.putOp(op)
+		op.discard()
 		return nil, fmt.Errorf("verbs: scatter op: %w", err)
 	}
 	op.geom = op.norm.Summary()
 	op.trace.Payload = op.geom.Bytes
+	return op, nil
+}
+
+// discard releases a prepared operation that will not start.
+func (op *Operation) discard() {
+	stage.End(op.id, stage.Plan, 0)
+	stage.End(op.id, stage.Op, 0)
+	e := op.e
+	e.active.Done()
+	e.putOp(op)
+}
+
+// start decides a prepared operation's mode and launches it; from here on
+// it ends in complete.
+func (op *Operation) start(inline bool) {
 	op.decide()
 	if op.mode == ModeGather || op.mode == ModeHybrid {
 		op.prepareGather()
 	}
-	op.trace.Plan = time.Since(t0)
+	op.trace.Plan = time.Since(op.t0)
 	stage.End(op.id, stage.Plan, 0)
-	e.watchAbort(op) // from here on the operation ends in complete
+	op.e.watchAbort(op) // from here on the operation ends in complete
 	op.launch(inline)
-	return op, nil
 }
 
 // decide picks the mode (and for gather the chunk size and slots).
