@@ -17,10 +17,11 @@
 // ScatterOps as one operation, typically one per owner of a source cut by
 // planfmt.Splitter: every part is checked and normalized before any
 // starts (one invalid part starts nothing and names itself), then all run
-// at once, each deciding its own mode on its own Conn. The first failure
-// cancels the others (their transfers in flight get Config.AbortGrace, as
-// on a cancelled context) and the group fails whole with a [GroupError]
-// naming the part; [GroupResult] sums the parts' bytes and, for parts cut
+// at once, each deciding its own mode on its own Conn. A failed part
+// does not cancel the others (the connections to healthy owners are never
+// fenced for another owner's failure); the group fails whole with a
+// [GroupError] listing the failed parts, which a caller may retry on
+// replicas; [GroupResult] sums the parts' bytes and, for parts cut
 // from one plan, their span byte counts span by span.
 //
 // Deciding: ModeAuto asks the owner's gather service for its capability

@@ -33,8 +33,7 @@ type GroupResult struct {
 // and the group failed whole. No part of a failed group is reported as
 // done; the destination bytes the group names are undefined.
 type GroupError struct {
-	// Part is the first part that failed (the others may have failed
-	// because the group cancelled them after it).
+	// Part is the first part that failed.
 	Part int
 	// Err is that part's error (an *OpError).
 	Err error
@@ -71,11 +70,12 @@ type partEnd struct {
 // invalid, nothing starts and the error (an *InvalidOpError naming the
 // part, or the plan's error) comes back at once. Then every part starts
 // (each decides direct, gather or hybrid for itself, on its own
-// connection) and runs beside the others. When a part fails, the group
-// cancels the others (they stop posting, and their transfers in flight
-// get Config.AbortGrace, as for a cancelled context), waits for every
-// part, and fails with a *GroupError. ctx bounds the whole group, as
-// Submit's does one operation.
+// connection) and runs beside the others. When a part fails, the others
+// run to their end (a failure of one owner neither cancels nor fences
+// the connections to the others, so a caller can retry just the failed
+// parts, on replicas), and the group fails with a *GroupError listing
+// every failed part. ctx bounds the whole group, as Submit's does one
+// operation.
 //
 // Parts may share a connection. Their destinations (READ) must not
 // overlap one another: the parts run at once, as the fragments of one
@@ -140,8 +140,7 @@ func (g *Group) Wait(ctx context.Context) (GroupResult, error) {
 	}
 }
 
-// collect takes every part's end, cancelling the others at the first
-// failure.
+// collect takes every part's end.
 func (g *Group) collect() {
 	res := GroupResult{Parts: make([]Result, g.n)}
 	errs := make([]error, g.n)
@@ -151,7 +150,6 @@ func (g *Group) collect() {
 		res.Parts[pe.i], errs[pe.i] = pe.res, pe.err
 		if pe.err != nil && first < 0 {
 			first = pe.i
-			g.cancel()
 		}
 	}
 	g.cancel()
