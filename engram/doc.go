@@ -54,6 +54,13 @@
 // request per row), which the transfer engine runs direct or has the
 // owner gather, as its cost model decides.
 //
+// A remote store may read tables spread over several owners by row ranges
+// (RemoteConfig.Shards, each shard on one or more replicas): a lookup is
+// then one group of operations, a part per shard it touches, all in
+// flight at once; a failed owner's rows are read from its shard's next
+// replica within the same lookup, and a shard with no replica left fails
+// the lookup whole with a *ShardError naming it.
+//
 // # Layers
 //
 // The older layer/head API (L layers x H heads of equally shaped tables,

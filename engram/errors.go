@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/scatterkit/scatterkit/engram/internal/lookup"
+	"github.com/scatterkit/scatterkit/engram/internal/remote"
 )
 
 // Errors of the store. Detailed failures wrap one of these (or one of
@@ -75,4 +76,8 @@ type (
 	// TableError is an error about one table; Op is "populate", "open",
 	// "remove", "lookup", ...
 	TableError = lookup.TableError
+	// ShardError is a remote lookup's error when a shard of a sharded
+	// table (RemoteShard) has no replica left: it names the table, the
+	// shard's rows and its owners.
+	ShardError = remote.ShardError
 )

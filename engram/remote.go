@@ -15,12 +15,21 @@ import (
 // openRemote connects to the owner and checks that it serves every table
 // of the store with the same spec.
 func (s *Store) openRemote(ctx context.Context, rc *RemoteConfig) error {
-	if rc.Transport == nil || rc.Addr == "" {
-		return fmt.Errorf("%w: a remote store needs a Transport and an Addr", ErrConfig)
+	if rc.Transport == nil || (rc.Addr == "") == (len(rc.Shards) == 0) {
+		return fmt.Errorf("%w: a remote store needs a Transport and either an Addr or Shards", ErrConfig)
+	}
+	shards := make([]remote.Shard, len(rc.Shards))
+	for i, sh := range rc.Shards {
+		shards[i] = remote.Shard{Table: sh.Table, Served: sh.Served, Lo: sh.Lo, Hi: sh.Hi, Addrs: sh.Addrs}
+	}
+	where := rc.Addr
+	if where == "" {
+		where = fmt.Sprintf("of %d shards", len(shards))
 	}
 	c, err := remote.Dial(ctx, remote.ClientConfig{
 		Transport:   rc.Transport,
 		Addr:        rc.Addr,
+		Shards:      shards,
 		Namespace:   s.ns,
 		OutputBytes: rc.BufferBytes,
 		Engine:      rc.Engine,
@@ -28,14 +37,14 @@ func (s *Store) openRemote(ctx context.Context, rc *RemoteConfig) error {
 		Mode:        rc.Mode,
 	})
 	if err != nil {
-		return fmt.Errorf("engram: remote owner %s: %w", rc.Addr, err)
+		return fmt.Errorf("engram: remote owner %s: %w", where, err)
 	}
 	for _, name := range s.names {
 		t := s.tables[name]
 		got, ok := c.Spec(name)
 		if !ok {
 			c.Close()
-			return &TableError{Table: name, Op: "open", Err: fmt.Errorf("%w: the owner at %s does not serve it", ErrUnknownTable, rc.Addr)}
+			return &TableError{Table: name, Op: "open", Err: fmt.Errorf("%w: the owner %s does not serve it", ErrUnknownTable, where)}
 		}
 		if got.NumRows != t.spec.NumRows || got.RowBytes != t.spec.RowBytes {
 			c.Close()

@@ -252,3 +252,68 @@ func TestLookupErrorsLocalAndRemote(t *testing.T) {
 	}
 	require.NoError(t, local.Lookup(tables, IDs64(ids, T, K), TokenMajor(lbuf, T, K, R), &LookupOptions{Offsets: []int64{-3, -3, -3, -3}}))
 }
+
+// TestRemoteShardedStore opens a store whose table is cut over two owner
+// stores (each serving one shard, and the second a replica of the first
+// shard too), looks rows up, closes the first owner, and looks up again:
+// the replica serves its rows and the caller sees the same bytes.
+func TestRemoteShardedStore(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	spec := TableSpec{NumRows: 6000, RowBytes: 264}
+	rows := randRows(r, spec)
+	const cut = 2500
+	lo, hi := rows[:cut*264], rows[cut*264:]
+	owner := func(tables map[string][]byte) (*Store, *Server) {
+		specs := map[string]TableSpec{}
+		for name, b := range tables {
+			specs[name] = TableSpec{NumRows: int64(len(b) / 264), RowBytes: 264}
+		}
+		st := openLocal(t, t.TempDir(), specs)
+		t.Cleanup(func() { st.Close() })
+		for name, b := range tables {
+			require.NoError(t, st.Populate(name, b))
+		}
+		tr := tcp.New(tcp.Config{})
+		t.Cleanup(func() { tr.Close() })
+		srv, err := st.Serve(ServeConfig{Transport: tr, Addr: "127.0.0.1:0", StagingBytes: 8 << 20})
+		require.NoError(t, err)
+		return st, srv
+	}
+	st0, srv0 := owner(map[string][]byte{"a.s0": lo})
+	_, srv1 := owner(map[string][]byte{"a.s0": lo, "a.s1": hi})
+	reqT := tcp.New(tcp.Config{})
+	defer reqT.Close()
+	rs, err := Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT, BufferBytes: 16 << 20,
+		Shards: []RemoteShard{
+			{Table: "a", Served: "a.s0", Lo: 0, Hi: cut, Addrs: []string{srv0.Addr(), srv1.Addr()}},
+			{Table: "a", Served: "a.s1", Lo: cut, Hi: spec.NumRows, Addrs: []string{srv1.Addr()}},
+		}}})
+	require.NoError(t, err)
+	defer rs.Close()
+	check := func() {
+		T, K := 64, 24
+		tables := make([]string, K)
+		for k := range tables {
+			tables[k] = "a"
+		}
+		ids := make([]int64, T*K)
+		for i := range ids {
+			ids[i] = r.Int64N(spec.NumRows)
+		}
+		buf, err := rs.NewBuffer(T * K * 264)
+		require.NoError(t, err)
+		defer buf.Release()
+		want := bytes.Clone(buf.Bytes())
+		require.NoError(t, rs.Lookup(tables, IDs64(ids, T, K), TokenMajor(buf.Bytes(), T, K, 264), nil))
+		refLookup(map[string][]byte{"a": rows}, 264, tables, ids, T, K, TokenMajor(want, T, K, 264), nil)
+		require.True(t, bytes.Equal(want, buf.Bytes()))
+	}
+	check()
+	require.NoError(t, st0.Close()) // the first owner goes (its server with it)
+	check()
+	// A store config with both Addr and Shards is refused.
+	_, err = Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT, Addr: srv1.Addr(),
+		Shards: []RemoteShard{{Table: "a", Lo: 0, Hi: 1, Addrs: []string{srv1.Addr()}}}}})
+	require.ErrorIs(t, err, ErrConfig)
+}

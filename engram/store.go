@@ -73,8 +73,13 @@ type Config struct {
 type RemoteConfig struct {
 	// Transport is the requester's transport (e.g. verbs/tcp).
 	Transport verbs.Transport
-	// Addr is the owner's segment address.
+	// Addr is the owner's segment address: one owner serves every table
+	// whole. Set either Addr or Shards.
 	Addr string
+	// Shards spread the tables over several owners by row ranges, with
+	// replicas: see RemoteShard. Every table of the store must be tiled by
+	// its shards from row 0, without gaps or overlaps.
+	Shards []RemoteShard
 	// BufferBytes is the size of the registered memory Store.NewBuffer
 	// hands out, into which the owner writes lookup rows (default 64 MiB).
 	BufferBytes int64
@@ -86,6 +91,21 @@ type RemoteConfig struct {
 	// comparisons); the zero value, engine.ModeAuto, lets the engine's cost
 	// model decide.
 	Mode engine.Mode
+}
+
+// RemoteShard places rows [Lo, Hi) of table Table on the owners at Addrs.
+// Each of them serves those rows as its table Served (Hi-Lo rows; row r of
+// it is row Lo+r of Table; Served defaults to Table and must differ from
+// it on an owner that holds several shards of one table). The addresses
+// are replicas, tried in order: a lookup reads the shard from the first
+// one that has not failed, and when one fails a transfer, the lookup reads
+// that shard's rows from the next without the caller noticing. When none
+// is left the lookup fails whole with a *ShardError naming the shard.
+type RemoteShard struct {
+	Table  string
+	Served string
+	Lo, Hi int64
+	Addrs  []string
 }
 
 // Store is an Engram store: a namespace of immutable byte tables, local

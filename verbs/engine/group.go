@@ -37,8 +37,10 @@ type GroupError struct {
 	Part int
 	// Err is that part's error (an *OpError).
 	Err error
-	// Failed lists every part that failed, Part included, in order.
+	// Failed lists every part that failed, Part included, in order, and
+	// Errs their errors (Errs[i] is part Failed[i]'s).
 	Failed []int
+	Errs   []error
 }
 
 func (e *GroupError) Error() string {
@@ -181,6 +183,7 @@ func (g *Group) collect() {
 		for i, err := range errs {
 			if err != nil {
 				ge.Failed = append(ge.Failed, i)
+				ge.Errs = append(ge.Errs, err)
 			}
 		}
 		g.err = ge

@@ -82,6 +82,27 @@
 // one small object per operation submitted before the last (the engine starts
 // a gather it does not run inline on its own goroutine).
 //
+// # Shards
+//
+// ClientConfig.Shards spreads tables over several owners by row ranges:
+// shard [Lo, Hi) of a table is served by each of its Addrs (replicas) as a
+// table of Hi-Lo rows named Shard.Served. Dial connects to every owner
+// once, checks each shard's table against the owner's list and exports,
+// and that the shards tile each table from row 0. The client's tables are
+// the whole tables. A lookup lowers as above into one plan per run over
+// the whole table; each plan is cut by its table's shards
+// (planfmt.Splitter: the shard's rows rebased, -1 for the others, the
+// layout kept), and every shard with rows in the lookup becomes one part
+// of a single engine group on its shard's live replica, all in flight at
+// once. A part that fails is read again from its shard's next replica and
+// the failed replica is not used again by this Client; only the failed
+// parts are repeated (a failed part's rows are exactly what it is asked
+// again). A shard with no replica left fails the lookup whole with a
+// *ShardError (table, rows, owners, last failure); the output rows are
+// then undefined, as for any failed transfer. Unsharded tables of a
+// sharded client (one shard) need no cut. Lookups of a client dialled
+// with Addr take the single-owner path unchanged.
+//
 // # Format
 //
 // The control methods live on the owner's segment next to the gather

@@ -120,3 +120,30 @@ func (e *TransferError) Error() string {
 
 // Unwrap returns ErrTransfer and the cause.
 func (e *TransferError) Unwrap() []error { return []error{ErrTransfer, e.Err} }
+
+// ShardError reports a lookup of a sharded table whose shard had no
+// replica left: every owner of rows [Lo, Hi) of Table failed a transfer
+// (this lookup's or an earlier one's). Err is the last failure, when this
+// lookup saw one.
+type ShardError struct {
+	Table  string
+	Lo, Hi int64
+	Addrs  []string
+	Err    error
+}
+
+func (e *ShardError) Error() string {
+	msg := fmt.Sprintf("engram: table %q rows [%d, %d): no replica left of %v", e.Table, e.Lo, e.Hi, e.Addrs)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns ErrTransfer and the last failure.
+func (e *ShardError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrTransfer}
+	}
+	return []error{ErrTransfer, e.Err}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/scatterkit/scatterkit/verbs/engine"
@@ -103,6 +104,20 @@ type lookupState struct {
 	opers []*engine.Operation
 	errs  []error
 	spans []uint64 // one completion span per operation
+
+	// Sharded lookups: each run's plan cut by its table's shards, the
+	// parts of the group, and where each part reads from.
+	splitters []planfmt.Splitter
+	parts     []engine.ScatterOp
+	where     []partPlace
+}
+
+// partPlace is a part of a sharded lookup: its run, its shard and the
+// replica it reads from.
+type partPlace struct {
+	run     int
+	shard   *placement
+	replica int32
 }
 
 func (c *Client) getState() *lookupState {
@@ -124,6 +139,8 @@ func (c *Client) putState(st *lookupState) {
 	}
 	clear(st.ops)
 	clear(st.errs)
+	clear(st.parts)
+	clear(st.where)
 	select {
 	case c.states <- st:
 	default:
@@ -334,8 +351,11 @@ func (c *Client) plan(st *lookupState, q *shape, r uint64, localOff uint64) {
 		}
 		p.Rows = planfmt.Rows{RowSize: r, TableRows: uint64(spec.NumRows), IDs32: ru.ids32, IDs64: ru.ids64,
 			DstBase: uint64(q.off + ru.c0*q.ks), Layout: lay}
-		st.ops[i] = engine.ScatterOp{Conn: c.conn, Dir: verbs.OpRead, Remote: c.remote[ru.table],
-			Local: c.local, LocalOff: localOff, Plan: p, Mode: c.mode, SpanBytes: st.spans[i : i : i+1]}
+		st.ops[i] = engine.ScatterOp{Dir: verbs.OpRead, Local: c.local, LocalOff: localOff, Plan: p, Mode: c.mode,
+			SpanBytes: st.spans[i : i : i+1]}
+		if !c.sharded {
+			st.ops[i].Conn, st.ops[i].Remote = c.conn, c.remote[ru.table]
+		}
 	}
 }
 
@@ -343,6 +363,9 @@ func (c *Client) plan(st *lookupState, q *shape, r uint64, localOff uint64) {
 // goroutine (Engine.Do), then waits for the others. It returns the first
 // failure in operation order.
 func (c *Client) execute(ctx context.Context, st *lookupState) error {
+	if c.sharded {
+		return c.executeSharded(ctx, st)
+	}
 	n := len(st.runs)
 	submitted := 0
 	stopped := false
@@ -400,4 +423,106 @@ func (c *Client) count(res *engine.Result, err error) {
 	if res.Fallback != engine.FallbackNone {
 		s.fallbacks.Add(1)
 	}
+}
+
+// executeSharded runs a lookup of sharded tables as one engine group: each
+// run's plan is cut by its table's shards (planfmt.Splitter), and every
+// shard's part with rows in it reads from its shard's live replica, all at
+// once. Parts that fail are read again from their shard's next replica,
+// the failed one marked down for this Client, until every part has
+// succeeded; a shard with no replica left fails the lookup with a
+// *ShardError naming it. The caller's ctx ending fails it as it is.
+func (c *Client) executeSharded(ctx context.Context, st *lookupState) error {
+	st.parts, st.where = st.parts[:0], st.where[:0]
+	if len(st.splitters) < len(st.runs) {
+		st.splitters = make([]planfmt.Splitter, len(st.runs))
+	}
+	for i := range st.runs {
+		ru := &st.runs[i]
+		lay := &c.layouts[ru.table]
+		if len(lay.shards) == 1 {
+			op := st.ops[i]
+			op.SpanBytes = nil
+			st.parts = append(st.parts, op)
+			st.where = append(st.where, partPlace{run: i, shard: lay.shards[0]})
+			continue
+		}
+		shards, err := st.splitters[i].Split(&st.plans[i], lay.cuts)
+		if err != nil { // the ids were checked, the cuts are on rows: not expected
+			return &TransferError{Table: c.specs[ru.table].Name, Columns: ru.n, Err: err}
+		}
+		for k := range shards {
+			if shards[k].Bytes == 0 {
+				continue
+			}
+			op := st.ops[i]
+			op.Plan, op.SpanBytes = &shards[k].Plan, nil
+			st.parts = append(st.parts, op)
+			st.where = append(st.where, partPlace{run: i, shard: lay.shards[k]})
+		}
+	}
+	if len(st.parts) == 0 {
+		return nil // every id -1
+	}
+	for {
+		for j := range st.parts {
+			w := &st.where[j]
+			w.replica = w.shard.live.Load()
+			if int(w.replica) >= len(w.shard.replicas) {
+				return c.shardErr(w, nil)
+			}
+			rp := &w.shard.replicas[w.replica]
+			st.parts[j].Conn, st.parts[j].Remote = c.owners[rp.owner].conn, rp.info
+		}
+		res, err := c.engine.DoGroup(ctx, st.parts)
+		for j := range res.Parts {
+			var perr error
+			var ge *engine.GroupError
+			if errors.As(err, &ge) {
+				if k := slices.Index(ge.Failed, j); k >= 0 {
+					perr = ge.Errs[k]
+				}
+			}
+			c.count(&res.Parts[j], perr)
+		}
+		if err == nil {
+			return nil
+		}
+		var ge *engine.GroupError
+		if !errors.As(err, &ge) || ctx.Err() != nil {
+			ru := &st.runs[st.where[0].run]
+			if ge != nil {
+				ru = &st.runs[st.where[ge.Part].run]
+			}
+			return &TransferError{Table: c.specs[ru.table].Name, Columns: ru.n, Err: err}
+		}
+		// Retry the failed parts, each on its shard's next replica.
+		keep := 0
+		for k, j := range ge.Failed {
+			w := st.where[j]
+			w.shard.live.CompareAndSwap(w.replica, w.replica+1)
+			if int(w.shard.live.Load()) >= len(w.shard.replicas) {
+				return c.shardErr(&w, ge.Errs[k])
+			}
+			st.parts[keep], st.where[keep] = st.parts[j], w
+			keep++
+		}
+		clear(st.parts[keep:])
+		st.parts, st.where = st.parts[:keep], st.where[:keep]
+	}
+}
+
+// shardErr is the error of a lookup whose shard w has no replica left.
+func (c *Client) shardErr(w *partPlace, last error) error {
+	table := ""
+	for i := range c.layouts {
+		if slices.Contains(c.layouts[i].shards, w.shard) {
+			table = c.specs[i].Name
+		}
+	}
+	addrs := make([]string, len(w.shard.replicas))
+	for i, rp := range w.shard.replicas {
+		addrs[i] = c.owners[rp.owner].addr
+	}
+	return &ShardError{Table: table, Lo: w.shard.lo, Hi: w.shard.hi, Addrs: addrs, Err: last}
 }
