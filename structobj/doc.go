@@ -17,6 +17,18 @@
 // scatter READ per owner. Without the fast path (no pool, no gather
 // service, pool exhausted) plain inline PUT and GET give the same results.
 //
+// # Across owners
+//
+// A Placement spreads keys over a list of owners with R replicas per key,
+// by rendezvous hashing (stable: an owner joining or leaving moves only
+// the keys it gains or held; every client with the same list agrees).
+// Client.PutReplicas puts an object on each of a key's owners at once and
+// fails unless all took it. GetMany reads requests from every owner in
+// parallel (one scatter READ per owner); a request with Replicas reads
+// from its first owner and, when that owner fails it (unreachable,
+// closed, no such key, a failed transfer), from the next, within the same
+// call. A bad selection fails on the first replica without trying others.
+//
 // # Manifest format
 //
 // An encoded manifest is one self-delimiting message with magic "SKOM". All

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,15 @@ type GetInfo struct {
 type GetRequest struct {
 	// Addr is the owner's address; "" resolves Key with the Directory.
 	Addr, Key string
+	// Replicas, when set, are the owners holding Key in preference order
+	// (a Placement's Owners of it), and Addr is ignored: the GET reads
+	// from the first, and when that fails for a reason of the owner (it
+	// is unreachable or closed, does not hold the key, or a transfer
+	// failed) from the next, and so on. Served says which one answered.
+	Replicas []string
+	// Served is the owner the bytes came from (Addr, the Directory's
+	// answer, or the replica that served).
+	Served string
 	// Select and Dst are as in Get.
 	Select []Select
 	Dst    [][]byte
@@ -302,9 +312,12 @@ func (c *Client) GetMany(ctx context.Context, reqs []GetRequest) error {
 	}
 	defer c.active.Done()
 	groups := make(map[string][]int)
+	at := make([]string, len(reqs))      // per request: the owner it reads from
+	try := make([]int, len(reqs))        // per request: its replica in use
+	failed := make([][]error, len(reqs)) // per request: its replicas' failures
 	for i := range reqs {
 		r := &reqs[i]
-		r.Info, r.Err = GetInfo{}, nil
+		r.Info, r.Err, r.Served = GetInfo{}, nil, ""
 		if r.Manifest == nil {
 			r.Manifest = new(Manifest)
 		}
@@ -314,18 +327,49 @@ func (c *Client) GetMany(ctx context.Context, reqs []GetRequest) error {
 		if r.Err = c.checkKey(r.Key); r.Err != nil {
 			continue
 		}
+		if len(r.Replicas) > 0 {
+			if slices.Contains(r.Replicas, "") {
+				r.Err = &ClientConfigError{Field: "Replicas", Reason: "an empty address"}
+				continue
+			}
+			groups[r.Replicas[0]] = append(groups[r.Replicas[0]], i)
+			continue
+		}
 		addr, err := c.resolve(ctx, r.Addr, r.Key)
 		if err != nil {
 			r.Err = err
 			continue
 		}
+		at[i] = addr
 		groups[addr] = append(groups[addr], i)
 	}
-	var wg sync.WaitGroup
-	for addr, idx := range groups {
-		wg.Go(func() { c.getGroup(ctx, addr, reqs, idx) })
+	for len(groups) > 0 {
+		var wg sync.WaitGroup
+		for addr, idx := range groups {
+			wg.Go(func() { c.getGroup(ctx, addr, reqs, idx) })
+		}
+		wg.Wait()
+		next := make(map[string][]int)
+		for _, idx := range groups {
+			for _, i := range idx {
+				r := &reqs[i]
+				if r.Err == nil || len(r.Replicas) == 0 {
+					continue
+				}
+				if !replicaFault(ctx, r.Err) || try[i]+1 >= len(r.Replicas) {
+					if len(failed[i]) > 0 {
+						r.Err = errors.Join(append(failed[i], &ReplicaError{Addr: r.Replicas[try[i]], Err: r.Err})...)
+					}
+					continue
+				}
+				failed[i] = append(failed[i], &ReplicaError{Addr: r.Replicas[try[i]], Err: r.Err})
+				try[i]++
+				r.Err, r.Info = nil, GetInfo{}
+				next[r.Replicas[try[i]]] = append(next[r.Replicas[try[i]]], i)
+			}
+		}
+		groups = next
 	}
-	wg.Wait()
 	var errs []error
 	for i := range reqs {
 		r := &reqs[i]
@@ -333,9 +377,26 @@ func (c *Client) GetMany(ctx context.Context, reqs []GetRequest) error {
 		if r.Err != nil {
 			r.Err = fmt.Errorf("structobj: get %q: %w", r.Key, r.Err)
 			errs = append(errs, r.Err)
+		} else if len(r.Replicas) > 0 {
+			r.Served = r.Replicas[try[i]]
+		} else {
+			r.Served = at[i]
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// replicaFault reports whether a GET's error is the owner's (another
+// replica may serve) rather than the request's or the caller's: a bad
+// selection fails on every replica alike, and an ended context or a
+// closed client ends the GET.
+func replicaFault(ctx context.Context, err error) bool {
+	switch {
+	case ctx.Err() != nil, errors.Is(err, ErrSelect), errors.Is(err, ErrClientClosed), errors.Is(err, ErrClientConfig),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	return true
 }
 
 // getGroup runs the requests idx of reqs, all on the owner at addr.
