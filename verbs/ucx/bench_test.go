@@ -19,7 +19,7 @@ import (
 // directions of a gather's bulk.
 func BenchmarkLarge(b *testing.B) {
 	for _, tc := range []struct {
-		name string
+		name  string
 		op    verbs.Op
 		each  bool
 		depth int
