@@ -2,6 +2,7 @@ package engram
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ func (s *Store) openRemote(ctx context.Context, rc *RemoteConfig) error {
 		Mode:        rc.Mode,
 	})
 	if err != nil {
+		var ce *remote.ConfigError
+		if errors.As(err, &ce) { // a bad RemoteConfig (its shards): the store's config error
+			return fmt.Errorf("%w: remote: %w", ErrConfig, err)
+		}
 		return fmt.Errorf("engram: remote owner %s: %w", where, err)
 	}
 	for _, name := range s.names {

@@ -316,4 +316,8 @@ func TestRemoteShardedStore(t *testing.T) {
 	_, err = Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT, Addr: srv1.Addr(),
 		Shards: []RemoteShard{{Table: "a", Lo: 0, Hi: 1, Addrs: []string{srv1.Addr()}}}}})
 	require.ErrorIs(t, err, ErrConfig)
+	// So is a shard with no rows.
+	_, err = Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT,
+		Shards: []RemoteShard{{Table: "a", Lo: 3, Hi: 3, Addrs: []string{srv1.Addr()}}}}})
+	require.ErrorIs(t, err, ErrConfig)
 }

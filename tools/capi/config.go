@@ -28,9 +28,21 @@ type tableConfig struct {
 
 type remoteConfig struct {
 	// Transport is a verbs/transports name; "" means "tcp".
-	Transport   string `json:"transport"`
-	Addr        string `json:"addr"`
-	BufferBytes int64  `json:"buffer_bytes"`
+	Transport   string        `json:"transport"`
+	Addr        string        `json:"addr"`
+	Shards      []shardConfig `json:"shards"`
+	BufferBytes int64         `json:"buffer_bytes"`
+}
+
+// shardConfig is engram.RemoteShard in config_json: rows [lo, hi) of
+// table on the owners at addrs (replicas, in order), each serving them as
+// its table served (default: table).
+type shardConfig struct {
+	Table  string   `json:"table"`
+	Served string   `json:"served"`
+	Lo     int64    `json:"lo"`
+	Hi     int64    `json:"hi"`
+	Addrs  []string `json:"addrs"`
 }
 
 // parseConfig decodes config_json strictly: unknown keys, trailing data
@@ -81,6 +93,9 @@ func parseConfig(b []byte) (engram.Config, *remoteConfig, error) {
 		}
 		if oc.Remote.Transport == "" {
 			oc.Remote.Transport = "tcp"
+		}
+		if (oc.Remote.Addr == "") == (len(oc.Remote.Shards) == 0) {
+			return engram.Config{}, nil, badArg("config_json", "remote: set exactly one of addr and shards")
 		}
 	}
 	return cfg, oc.Remote, nil

@@ -151,6 +151,10 @@ func TestOpenConfig(t *testing.T) {
 		{"unknown transport", `{"namespace":"ns","tables":{"a":{"num_rows":1,"row_bytes":1}},"remote":{"transport":"udp","addr":"x"}}`, codeInval},
 		{"negative buffer", `{"namespace":"ns","tables":{"a":{"num_rows":1,"row_bytes":1}},"remote":{"addr":"x","buffer_bytes":-1}}`, codeInval},
 		{"no owner there", `{"namespace":"ns","tables":{"a":{"num_rows":1,"row_bytes":1}},"remote":{"addr":"127.0.0.1:1","buffer_bytes":65536}}`, codeIO},
+		{"addr and shards", `{"namespace":"ns","tables":{"a":{"num_rows":1,"row_bytes":1}},"remote":{"addr":"x","shards":[{"table":"a","lo":0,"hi":1,"addrs":["x"]}]}}`, codeInval},
+		{"no addr, no shards", `{"namespace":"ns","tables":{"a":{"num_rows":1,"row_bytes":1}},"remote":{"transport":"tcp"}}`, codeInval},
+		{"bad shard", `{"namespace":"ns","tables":{"a":{"num_rows":1,"row_bytes":1}},"remote":{"shards":[{"table":"a","lo":1,"hi":1,"addrs":["x"]}]}}`, codeInval},
+		{"shard unknown key", `{"namespace":"ns","tables":{"a":{"num_rows":1,"row_bytes":1}},"remote":{"shards":[{"table":"a","rows":1}]}}`, codeInval},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := open([]byte(strings.ReplaceAll(tc.json, `"D"`, fmt.Sprintf("%q", dir))))

@@ -93,6 +93,9 @@ func open(configJSON []byte) (uint64, error) {
 		}
 		st.tr = tr
 		cfg.Remote = &engram.RemoteConfig{Transport: tr, Addr: rc.Addr, BufferBytes: rc.BufferBytes}
+		for _, sh := range rc.Shards {
+			cfg.Remote.Shards = append(cfg.Remote.Shards, engram.RemoteShard{Table: sh.Table, Served: sh.Served, Lo: sh.Lo, Hi: sh.Hi, Addrs: sh.Addrs})
+		}
 	}
 	s, err := engram.Open(context.Background(), cfg)
 	if err != nil {

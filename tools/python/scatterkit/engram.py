@@ -239,6 +239,23 @@ class Server:
 # ---- argument parsing -----------------------------------------------------
 
 
+def _shard_config(i: int, sh: Any) -> dict:
+    """One shard of remote={"shards": [...]}: {"table", "lo", "hi", "addrs"}
+    and optionally "served" (the owners' name for the shard's table)."""
+    if not isinstance(sh, Mapping):
+        raise TypeError(f"scatterkit: remote shard {i} is a {type(sh).__name__}: want a dict")
+    unknown = set(sh) - {"table", "served", "lo", "hi", "addrs"}
+    if unknown:
+        raise ValueError(f"scatterkit: remote shard {i}: unknown keys {sorted(unknown)}; want table, served, lo, hi, addrs")
+    addrs = sh.get("addrs")
+    if isinstance(addrs, str) or not addrs:
+        raise ValueError(f"scatterkit: remote shard {i}: addrs must be a non-empty list of owner addresses")
+    out = {"table": sh.get("table", ""), "lo": int(sh.get("lo", 0)), "hi": int(sh.get("hi", 0)), "addrs": [str(a) for a in addrs]}
+    if sh.get("served"):
+        out["served"] = str(sh["served"])
+    return out
+
+
 def _remote_config(remote: Any, buffer_bytes: int | None) -> dict:
     if isinstance(remote, Server):
         remote = remote.url
@@ -248,12 +265,14 @@ def _remote_config(remote: Any, buffer_bytes: int | None) -> dict:
             raise ValueError(f"scatterkit: remote {remote!r}: want 'tcp://host:port', 'shm://addr' or 'ucx://host:port'")
         cfg = {"transport": scheme, "addr": addr}
     elif isinstance(remote, Mapping):
-        unknown = set(remote) - {"transport", "addr", "buffer_bytes"}
+        unknown = set(remote) - {"transport", "addr", "shards", "buffer_bytes"}
         if unknown:
-            raise ValueError(f"scatterkit: remote: unknown keys {sorted(unknown)}; want transport, addr, buffer_bytes")
+            raise ValueError(f"scatterkit: remote: unknown keys {sorted(unknown)}; want transport, addr or shards, buffer_bytes")
         cfg = dict(remote)
-        if not cfg.get("addr"):
-            raise ValueError("scatterkit: remote: no addr")
+        if bool(cfg.get("addr")) == bool(cfg.get("shards")):
+            raise ValueError("scatterkit: remote: set exactly one of addr and shards")
+        if cfg.get("shards"):
+            cfg["shards"] = [_shard_config(i, sh) for i, sh in enumerate(cfg["shards"])]
     else:
         raise TypeError(f"scatterkit: remote is a {type(remote).__name__}: want 'tcp://host:port', 'shm://addr' or a dict")
     if buffer_bytes is not None:

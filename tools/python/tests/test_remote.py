@@ -155,3 +155,44 @@ def test_remote_layer_api(tmp_path, rng, transport):
         with pytest.raises(RuntimeError):
             c.remove_from_store(2)
     local.close()
+
+
+def test_remote_sharded(make_store, rng):
+    """A table cut over two owners (the first shard on both), read by a
+    store opened with remote={"shards": ...}: lookups return the whole
+    table's rows, also after the first owner closes (its replica serves)."""
+    rows = random_rows(rng, 800, R)
+    a, _ = make_store({"a.s0": (300, R)}, populate=False, namespace="shard")
+    a.populate("a.s0", rows[:300])
+    b, _ = make_store({"a.s0": (300, R), "a.s1": (500, R)}, populate=False, namespace="shard")
+    b.populate("a.s1", rows[300:])  # a.s0 is the snapshot a populated (one directory)
+    sa, sb = a.serve("tcp"), b.serve("tcp")
+    try:
+        shards = [
+            {"table": "a", "served": "a.s0", "lo": 0, "hi": 300, "addrs": [sa.addr, sb.addr]},
+            {"table": "a", "served": "a.s1", "lo": 300, "hi": 800, "addrs": [sb.addr]},
+        ]
+        with EngramStore(
+            tables={"a": {"num_rows": 800, "row_bytes": R}},
+            namespace="shard",
+            remote={"transport": "tcp", "shards": shards},
+        ) as c:
+            assert c.get_table_spec("a") == (800, R, True)
+            for closed in (False, True):
+                if closed:
+                    sa.close()
+                ids = rng.integers(0, 800, (64, 8))
+                out = c.empty(64, 8)
+                c.lookup(("a",) * 8, ids, out)
+                assert (out == rows[ids]).all(), f"owner a closed: {closed}"
+        with pytest.raises(ValueError, match="exactly one of addr and shards"):
+            EngramStore(tables={"a": {"num_rows": 800, "row_bytes": R}}, namespace="shard", remote={"transport": "tcp"})
+        with pytest.raises(ValueError, match="addrs"):
+            EngramStore(
+                tables={"a": {"num_rows": 800, "row_bytes": R}},
+                namespace="shard",
+                remote={"shards": [{"table": "a", "lo": 0, "hi": 800, "addrs": "x"}]},
+            )
+    finally:
+        sa.close()
+        sb.close()
