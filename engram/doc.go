@@ -59,7 +59,12 @@
 // then one group of operations, a part per shard it touches, all in
 // flight at once; a failed owner's rows are read from its shard's next
 // replica within the same lookup, and a shard with no replica left fails
-// the lookup whole with a *ShardError naming it.
+// the lookup whole with a *ShardError naming it. Owners found by name:
+// a Server given ServeConfig.Directory publishes a record per served table
+// (or shard, ServeConfig.Shards) for as long as it runs, and a remote
+// store given RemoteConfig.Directory places its tables from those records
+// (see DirectoryPrefix): the embedded directories of verbs/discovery on
+// one host, or its etcd module across hosts.
 //
 // # Layers
 //

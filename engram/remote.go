@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,16 +12,35 @@ import (
 	"github.com/scatterkit/scatterkit/engram/internal/remote"
 	"github.com/scatterkit/scatterkit/engram/snapshot"
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/discovery"
 )
 
 // openRemote connects to the owner and checks that it serves every table
 // of the store with the same spec.
 func (s *Store) openRemote(ctx context.Context, rc *RemoteConfig) error {
-	if rc.Transport == nil || (rc.Addr == "") == (len(rc.Shards) == 0) {
-		return fmt.Errorf("%w: a remote store needs a Transport and either an Addr or Shards", ErrConfig)
+	given := 0
+	for _, set := range []bool{rc.Addr != "", len(rc.Shards) > 0, rc.Directory != nil} {
+		if set {
+			given++
+		}
 	}
-	shards := make([]remote.Shard, len(rc.Shards))
-	for i, sh := range rc.Shards {
+	if rc.Transport == nil || given != 1 {
+		return fmt.Errorf("%w: a remote store needs a Transport and exactly one of Addr, Shards and Directory", ErrConfig)
+	}
+	from := rc.Shards
+	if rc.Directory != nil {
+		var err error
+		if from, err = shardsFromDirectory(ctx, rc.Directory, s.ns, rc.Transport.Name(), s.names); err != nil {
+			return err
+		}
+		for _, name := range s.names {
+			if !slices.ContainsFunc(from, func(sh RemoteShard) bool { return sh.Table == name }) {
+				return &TableError{Table: name, Op: "open", Err: fmt.Errorf("%w: no record of it under %q", ErrUnknownTable, DirectoryPrefix(s.ns))}
+			}
+		}
+	}
+	shards := make([]remote.Shard, len(from))
+	for i, sh := range from {
 		shards[i] = remote.Shard{Table: sh.Table, Served: sh.Served, Lo: sh.Lo, Hi: sh.Hi, Addrs: sh.Addrs}
 	}
 	where := rc.Addr
@@ -112,12 +132,20 @@ type ServeConfig struct {
 	StagingBytes int64
 	// Listen tunes the segment.
 	Listen verbs.ListenOptions
+	// Directory, when set, receives a record per served table while the
+	// server runs (see DirectoryPrefix), so remote stores find it by
+	// namespace (RemoteConfig.Directory).
+	Directory discovery.Directory
+	// Shards names the served tables that are row ranges of a larger
+	// table (served name -> where its rows lie), for their records.
+	Shards map[string]ShardOf
 }
 
 // Server serves a local store's populated tables to remote stores.
 type Server struct {
 	s    *Store
 	srv  *remote.Server
+	regs []discovery.Registration // its directory records
 	once sync.Once
 	err  error
 }
@@ -151,6 +179,11 @@ func (s *Store) Serve(cfg ServeConfig) (*Server, error) {
 		return nil, fmt.Errorf("engram: serve: %w", err)
 	}
 	sv := &Server{s: s, srv: srv}
+	if cfg.Directory != nil {
+		if err := sv.publish(context.Background(), cfg.Directory, cfg.Transport.Name(), cfg.Shards); err != nil {
+			return nil, errors.Join(err, srv.Close())
+		}
+	}
 	s.servers = append(s.servers, sv)
 	return sv, nil
 }
@@ -177,7 +210,7 @@ func (sv *Server) Close() error {
 
 func (sv *Server) closeLocked() error {
 	sv.once.Do(func() {
-		sv.err = sv.srv.Close()
+		sv.err = errors.Join(sv.withdraw(), sv.srv.Close())
 		for i, x := range sv.s.servers {
 			if x == sv {
 				sv.s.servers = append(sv.s.servers[:i], sv.s.servers[i+1:]...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scatterkit/scatterkit/verbs/discovery"
 	"github.com/scatterkit/scatterkit/verbs/tcp"
 )
 
@@ -319,5 +320,89 @@ func TestRemoteShardedStore(t *testing.T) {
 	// So is a shard with no rows.
 	_, err = Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT,
 		Shards: []RemoteShard{{Table: "a", Lo: 3, Hi: 3, Addrs: []string{srv1.Addr()}}}}})
+	require.ErrorIs(t, err, ErrConfig)
+}
+
+// TestRemoteStoreFromDirectory: owners' servers publish their tables (a
+// table cut in two, its first shard on both owners) in a directory; a
+// remote store opened with the directory alone finds and reads them, and
+// keeps reading when an owner closes (its records go with it).
+func TestRemoteStoreFromDirectory(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	spec := TableSpec{NumRows: 900, RowBytes: 264}
+	rows := randRows(r, spec)
+	const cut = 400
+	dir := discovery.NewMemory()
+	defer dir.Close()
+	serve := func(tables map[string][]byte) (*Store, *Server) {
+		specs := map[string]TableSpec{}
+		for name, b := range tables {
+			specs[name] = TableSpec{NumRows: int64(len(b) / 264), RowBytes: 264}
+		}
+		st := openLocal(t, t.TempDir(), specs)
+		t.Cleanup(func() { st.Close() })
+		for name, b := range tables {
+			require.NoError(t, st.Populate(name, b))
+		}
+		tr := tcp.New(tcp.Config{})
+		t.Cleanup(func() { tr.Close() })
+		srv, err := st.Serve(ServeConfig{Transport: tr, Addr: "127.0.0.1:0", StagingBytes: 8 << 20, Directory: dir,
+			Shards: map[string]ShardOf{"a.s0": {Table: "a", Lo: 0}, "a.s1": {Table: "a", Lo: cut}}})
+		require.NoError(t, err)
+		return st, srv
+	}
+	_, srv0 := serve(map[string][]byte{"a.s0": rows[:cut*264]})
+	_, srv1 := serve(map[string][]byte{"a.s0": rows[:cut*264], "a.s1": rows[cut*264:]})
+	recs, err := dir.List(ctx, DirectoryPrefix("ns"))
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	for _, rec := range recs {
+		require.Equal(t, "a", rec.Attrs["table"])
+		require.Equal(t, "tcp", rec.Transport)
+	}
+	reqT := tcp.New(tcp.Config{})
+	defer reqT.Close()
+	open := func() *Store {
+		rs, err := Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns",
+			Remote: &RemoteConfig{Transport: reqT, BufferBytes: 8 << 20, Directory: dir}})
+		require.NoError(t, err)
+		t.Cleanup(func() { rs.Close() })
+		return rs
+	}
+	check := func(rs *Store) {
+		T, K := 32, 8
+		tables := make([]string, K)
+		for k := range tables {
+			tables[k] = "a"
+		}
+		ids := make([]int64, T*K)
+		for i := range ids {
+			ids[i] = r.Int64N(spec.NumRows)
+		}
+		buf, err := rs.NewBuffer(T * K * 264)
+		require.NoError(t, err)
+		defer buf.Release()
+		want := bytes.Clone(buf.Bytes())
+		require.NoError(t, rs.Lookup(tables, IDs64(ids, T, K), TokenMajor(buf.Bytes(), T, K, 264), nil))
+		refLookup(map[string][]byte{"a": rows}, 264, tables, ids, T, K, TokenMajor(want, T, K, 264), nil)
+		require.True(t, bytes.Equal(want, buf.Bytes()))
+	}
+	rs := open()
+	check(rs)
+	require.NoError(t, srv0.Close()) // its shard has a replica on srv1
+	recs, err = dir.List(ctx, DirectoryPrefix("ns"))
+	require.NoError(t, err)
+	require.Len(t, recs, 2, "the closed server's record went with it")
+	check(rs)     // the open store reads the first shard from its replica
+	check(open()) // a store opened now finds the remaining owner alone
+
+	// A table no record names: refused by name.
+	_, err = Open(ctx, Config{Tables: map[string]TableSpec{"b": spec}, Namespace: "ns",
+		Remote: &RemoteConfig{Transport: reqT, Directory: dir}})
+	require.ErrorIs(t, err, ErrUnknownTable)
+	// Directory with Addr: one or the other.
+	_, err = Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns",
+		Remote: &RemoteConfig{Transport: reqT, Directory: dir, Addr: srv1.Addr()}})
 	require.ErrorIs(t, err, ErrConfig)
 }

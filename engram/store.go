@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/scatterkit/scatterkit/verbs/discovery"
 	"github.com/scatterkit/scatterkit/verbs/engine"
 
 	"github.com/scatterkit/scatterkit/engram/internal/lookup"
@@ -80,6 +81,11 @@ type RemoteConfig struct {
 	// replicas: see RemoteShard. Every table of the store must be tiled by
 	// its shards from row 0, without gaps or overlaps.
 	Shards []RemoteShard
+	// Directory, set instead of Addr and Shards, places the tables from
+	// the records their owners' servers publish (ServeConfig.Directory):
+	// every served table or shard of them under DirectoryPrefix(namespace)
+	// over this store's transport, each record of one shard a replica.
+	Directory discovery.Directory
 	// BufferBytes is the size of the registered memory Store.NewBuffer
 	// hands out, into which the owner writes lookup rows (default 64 MiB).
 	BufferBytes int64
