@@ -13,6 +13,20 @@
 //	engramctl verify   -dir D -ns N [-table NAME]
 //	engramctl lookup   -dir D -ns N -table NAME[,NAME...] -ids 1,2,-1,...
 //	engramctl bench    -dir D -ns N -table NAME [-t 4096] [-k 24] [-reps 20]
+//	engramctl serve    -dir D -ns N [-transport tcp|shm] [-listen ADDR] [-discovery FILE]
+//
+// A table spread over owners by row ranges is declared per shard as
+// NAME:ROWS:ROWBYTES:TABLE@FIRSTROW (rows [FIRSTROW, FIRSTROW+ROWS) of
+// TABLE): populate -gen SEED then writes the shard's slice of TABLE's
+// stream, and populate -from FILE takes the shard's slice of a file that
+// holds the whole TABLE (or a file of exactly the shard). serve serves the
+// namespace's populated tables (engram Store.Serve) until SIGINT or
+// SIGTERM, publishing one record per table, with its shard's place, in a
+// discovery file (default /dev/shm/scatterkit-discovery.json, scatterd's
+// too); it prints a JSON ready line with its address. A remote store
+// opened with engram.RemoteConfig.Directory on that file finds every
+// shard's owners (replicas: every owner serving the same shard) by
+// namespace. inspect -discovery FILE also lists the namespace's records.
 //
 // A table is declared when the namespace's tables.json lists it (name,
 // rows, row size); only create declares tables. A snapshot file in the

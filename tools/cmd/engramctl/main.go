@@ -32,10 +32,11 @@ const usage = `usage: engramctl COMMAND [flags]
 commands:
   create    declare tables:          -dir D -ns N -table NAME:ROWS:ROWBYTES [-table ...]
   populate  fill a declared table:   -dir D -ns N -table NAME (-from FILE | -gen SEED)
-  inspect   list tables and headers: -dir D -ns N
+  inspect   list tables and headers: -dir D -ns N [-discovery FILE]
   verify    check declared tables:   -dir D -ns N [-table NAME]
   lookup    print rows:              -dir D -ns N -table NAME[,NAME...] -ids I,I,...
   bench     measure lookups:         -dir D -ns N -table NAME [-t 4096] [-k 24] [-reps 20]
+  serve     serve populated tables:  -dir D -ns N [-transport tcp] [-listen ADDR] [-discovery FILE]
 
 run "engramctl COMMAND -h" for a command's flags.
 `
@@ -77,10 +78,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err = cmdPopulate(ctx, *dir, *ns, *table, *from, *gen, stdout)
 	case "inspect":
+		disc := fs.String("discovery", "", "also list the namespace's records in this discovery file (engramctl serve, engram.ServeConfig.Directory)")
 		if !parse(fs, args, dir) {
 			return 2
 		}
 		err = cmdInspect(*dir, *ns, stdout)
+		if err == nil && *disc != "" {
+			err = cmdRecords(ctx, *disc, *ns, stdout)
+		}
+	case "serve":
+		transport := fs.String("transport", "tcp", "transport: tcp or shm")
+		listen := fs.String("listen", "", "address to listen at (default: tcp 127.0.0.1:0, shm an abstract name)")
+		disc := fs.String("discovery", defaultDiscovery, "discovery file the served tables are published in (\"off\": none)")
+		staging := fs.Int64("staging", 64<<20, "gather service staging bytes")
+		if !parse(fs, args, dir) {
+			return 2
+		}
+		err = cmdServe(ctx, *dir, *ns, *transport, *listen, *disc, *staging, stdout)
 	case "verify":
 		table := fs.String("table", "", "only this declared table (default: every declared table)")
 		if !parse(fs, args, dir) {
@@ -161,7 +175,7 @@ func cmdCreate(dir, ns string, tables []string, stdout io.Writer) error {
 			return fmt.Errorf("-table %q: %w", v, err)
 		}
 		if old, ok := m.Tables[name]; ok && old != t {
-			return fmt.Errorf("table %q is already declared as %d rows x %d B", name, old.NumRows, old.RowBytes)
+			return fmt.Errorf("table %q is already declared as %d rows x %d B%s", name, old.NumRows, old.RowBytes, old.ShardOf.describe())
 		}
 		m.Tables[name] = t
 	}
@@ -170,7 +184,7 @@ func cmdCreate(dir, ns string, tables []string, stdout io.Writer) error {
 	}
 	for _, name := range m.names() {
 		t := m.Tables[name]
-		fmt.Fprintf(stdout, "%s/%s: %d rows x %d B (%s)\n", ns, name, t.NumRows, t.RowBytes, byteSize(t.NumRows*int64(t.RowBytes)))
+		fmt.Fprintf(stdout, "%s/%s: %d rows x %d B (%s)%s\n", ns, name, t.NumRows, t.RowBytes, byteSize(t.NumRows*int64(t.RowBytes)), t.ShardOf.describe())
 	}
 	return nil
 }
@@ -205,7 +219,7 @@ func cmdPopulate(ctx context.Context, dir, ns, table, from, gen string, stdout i
 	if (from == "") == (gen == "") {
 		return errors.New("give exactly one of -from FILE and -gen SEED")
 	}
-	s, _, err := openStore(ctx, dir, ns, []string{table}, engram.PinNone)
+	s, m, err := openStore(ctx, dir, ns, []string{table}, engram.PinNone)
 	if err != nil {
 		return err
 	}
@@ -214,6 +228,9 @@ func cmdPopulate(ctx context.Context, dir, ns, table, from, gen string, stdout i
 	if err != nil {
 		return err
 	}
+	// A shard's rows are its slice of the whole table: of the file (one
+	// holding the whole table, or exactly the shard) or of the stream.
+	at := m.Tables[table].ShardOf.Lo * int64(spec.RowBytes)
 	var src io.Reader
 	if from != "" {
 		f, err := os.Open(from)
@@ -225,16 +242,21 @@ func cmdPopulate(ctx context.Context, dir, ns, table, from, gen string, stdout i
 		if err != nil {
 			return err
 		}
-		if fi.Size() != spec.Size() {
-			return fmt.Errorf("%s holds %d bytes; table %q needs exactly %d (%v)", from, fi.Size(), table, spec.Size(), spec)
+		switch {
+		case fi.Size() == spec.Size():
+			src = f
+		case m.Tables[table].ShardOf.Table != "" && fi.Size() >= at+spec.Size():
+			src = io.NewSectionReader(f, at, spec.Size())
+		default:
+			return fmt.Errorf("%s holds %d bytes; table %q needs exactly %d (%v)%s", from, fi.Size(), table, spec.Size(), spec,
+				m.Tables[table].ShardOf.describe())
 		}
-		src = f
 	} else {
 		seed, err := strconv.ParseUint(gen, 0, 64)
 		if err != nil {
 			return fmt.Errorf("-gen %q: want an unsigned integer seed", gen)
 		}
-		src = pattern.Reader(seed, uint64(spec.Size()))
+		src = &patternAt{seed: seed, off: uint64(at), end: uint64(at + spec.Size())}
 	}
 	start := time.Now()
 	if err := s.PopulateFrom(table, src); err != nil {
@@ -502,4 +524,27 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// describe prints a shard's place, "" for a whole table.
+func (o shardOf) describe() string {
+	if o.Table == "" {
+		return ""
+	}
+	return fmt.Sprintf(", rows from %d of %s", o.Lo, o.Table)
+}
+
+// patternAt reads the pattern stream of seed from byte off to end.
+type patternAt struct {
+	seed, off, end uint64
+}
+
+func (p *patternAt) Read(b []byte) (int, error) {
+	if p.off >= p.end {
+		return 0, io.EOF
+	}
+	n := int(min(uint64(len(b)), p.end-p.off))
+	pattern.Fill(b[:n], p.seed, p.off)
+	p.off += uint64(n)
+	return n, nil
 }

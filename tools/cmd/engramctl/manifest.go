@@ -21,8 +21,16 @@ import (
 const manifestName = "tables.json"
 
 type manifestTable struct {
-	NumRows  int64 `json:"num_rows"`
-	RowBytes int   `json:"row_bytes"`
+	NumRows  int64   `json:"num_rows"`
+	RowBytes int     `json:"row_bytes"`
+	ShardOf  shardOf `json:"shard_of,omitzero"`
+}
+
+// shardOf says that a table holds rows [Lo, Lo+its rows) of a larger
+// table spread over owners (engram.ShardOf).
+type shardOf struct {
+	Table string `json:"table"`
+	Lo    int64  `json:"lo"`
 }
 
 type manifest struct {
@@ -191,8 +199,19 @@ func removeDeadTemps(nsDir string) {
 // parseTableFlag parses NAME:ROWS:ROWBYTES.
 func parseTableFlag(v string) (string, manifestTable, error) {
 	parts := strings.Split(v, ":")
+	var of shardOf
+	if len(parts) == 4 {
+		// NAME:ROWS:ROWBYTES:TABLE@LO, a shard of TABLE from row LO.
+		t, lo, ok := strings.Cut(parts[3], "@")
+		n, err := strconv.ParseInt(lo, 10, 64)
+		if !ok || err != nil || n < 0 || snapshot.ValidName(t) != nil {
+			return "", manifestTable{}, fmt.Errorf("-table %q: a shard is NAME:ROWS:ROWBYTES:TABLE@FIRSTROW", v)
+		}
+		of = shardOf{Table: t, Lo: n}
+		parts = parts[:3]
+	}
 	if len(parts) != 3 {
-		return "", manifestTable{}, fmt.Errorf("-table %q: want NAME:ROWS:ROWBYTES", v)
+		return "", manifestTable{}, fmt.Errorf("-table %q: want NAME:ROWS:ROWBYTES or NAME:ROWS:ROWBYTES:TABLE@FIRSTROW", v)
 	}
 	rows, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || rows < 1 {
@@ -206,5 +225,5 @@ func parseTableFlag(v string) (string, manifestTable, error) {
 	if spec.Size() < 0 {
 		return "", manifestTable{}, fmt.Errorf("-table %q: size overflows", v)
 	}
-	return parts[0], manifestTable{NumRows: rows, RowBytes: rb}, nil
+	return parts[0], manifestTable{NumRows: rows, RowBytes: rb, ShardOf: of}, nil
 }
