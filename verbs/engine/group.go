@@ -33,7 +33,7 @@ type GroupResult struct {
 // and the group failed whole. No part of a failed group is reported as
 // done; the destination bytes the group names are undefined.
 type GroupError struct {
-	// Part is the first part that failed.
+	// Part is the first failed part, in the order the parts were given.
 	Part int
 	// Err is that part's error (an *OpError).
 	Err error
@@ -54,17 +54,10 @@ func (e *GroupError) Unwrap() error { return e.Err }
 type Group struct {
 	t0     time.Time
 	cancel context.CancelFunc
-	ended  chan partEnd
-	n      int
+	ops    []*Operation
 	once   sync.Once
 	res    GroupResult
 	err    error
-}
-
-type partEnd struct {
-	i   int
-	res Result
-	err error
 }
 
 // SubmitGroup starts parts as one operation and returns without waiting:
@@ -83,6 +76,10 @@ type partEnd struct {
 // overlap one another: the parts run at once, as the fragments of one
 // plan would, and the engine does not compare different parts' plans.
 func (e *Engine) SubmitGroup(ctx context.Context, parts []ScatterOp) (*Group, error) {
+	return e.submitGroup(ctx, parts, false)
+}
+
+func (e *Engine) submitGroup(ctx context.Context, parts []ScatterOp, inline bool) (*Group, error) {
 	t0 := time.Now()
 	if len(parts) == 0 {
 		return nil, &InvalidOpError{Field: "parts", Reason: "empty"}
@@ -104,20 +101,19 @@ func (e *Engine) SubmitGroup(ctx context.Context, parts []ScatterOp) (*Group, er
 		}
 		ops[i] = op
 	}
-	g := &Group{t0: t0, cancel: cancel, ended: make(chan partEnd, len(parts)), n: len(parts)}
+	g := &Group{t0: t0, cancel: cancel, ops: ops}
 	for i, op := range ops {
-		op.start(false)
-		go func() {
-			res, err := op.Wait(context.Background()) // gctx ends the operation itself
-			g.ended <- partEnd{i: i, res: res, err: err}
-		}()
+		// The last part of DoGroup runs a gather on the calling goroutine
+		// (as Do does), once the others are on their way.
+		op.start(inline && i == len(ops)-1)
 	}
 	return g, nil
 }
 
-// DoGroup runs parts as one operation (SubmitGroup) and waits for it.
+// DoGroup runs parts as one operation (SubmitGroup) and waits for it; its
+// last part runs a gather on the calling goroutine, as Do does.
 func (e *Engine) DoGroup(ctx context.Context, parts []ScatterOp) (GroupResult, error) {
-	g, err := e.SubmitGroup(ctx, parts)
+	g, err := e.submitGroup(ctx, parts, true)
 	if err != nil {
 		return GroupResult{}, err
 	}
@@ -129,6 +125,10 @@ func (e *Engine) DoGroup(ctx context.Context, parts []ScatterOp) (GroupResult, e
 // ends first, Wait returns ctx.Err() and the group keeps running; a later
 // Wait returns its result.
 func (g *Group) Wait(ctx context.Context) (GroupResult, error) {
+	if ctx.Done() == nil {
+		g.once.Do(g.collect) // nothing can end the wait: no goroutine
+		return g.res, g.err
+	}
 	done := make(chan struct{})
 	go func() {
 		g.once.Do(g.collect)
@@ -142,16 +142,18 @@ func (g *Group) Wait(ctx context.Context) (GroupResult, error) {
 	}
 }
 
-// collect takes every part's end.
+// collect waits for every part in turn (each is bounded by the group's
+// context; none is cancelled for another's failure).
 func (g *Group) collect() {
-	res := GroupResult{Parts: make([]Result, g.n)}
-	errs := make([]error, g.n)
+	n := len(g.ops)
+	res := GroupResult{Parts: make([]Result, n)}
+	errs := make([]error, n)
 	first := -1
-	for range g.n {
-		pe := <-g.ended
-		res.Parts[pe.i], errs[pe.i] = pe.res, pe.err
-		if pe.err != nil && first < 0 {
-			first = pe.i
+	for i, op := range g.ops {
+		res.Parts[i], errs[i] = op.Wait(context.Background())
+		g.ops[i] = nil
+		if errs[i] != nil && first < 0 {
+			first = i
 		}
 	}
 	g.cancel()

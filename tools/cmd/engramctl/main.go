@@ -256,7 +256,7 @@ func cmdPopulate(ctx context.Context, dir, ns, table, from, gen string, stdout i
 		if err != nil {
 			return fmt.Errorf("-gen %q: want an unsigned integer seed", gen)
 		}
-		src = &patternAt{seed: seed, off: uint64(at), end: uint64(at + spec.Size())}
+		src = pattern.ReaderFrom(seed, uint64(at), uint64(spec.Size()))
 	}
 	start := time.Now()
 	if err := s.PopulateFrom(table, src); err != nil {
@@ -532,19 +532,4 @@ func (o shardOf) describe() string {
 		return ""
 	}
 	return fmt.Sprintf(", rows from %d of %s", o.Lo, o.Table)
-}
-
-// patternAt reads the pattern stream of seed from byte off to end.
-type patternAt struct {
-	seed, off, end uint64
-}
-
-func (p *patternAt) Read(b []byte) (int, error) {
-	if p.off >= p.end {
-		return 0, io.EOF
-	}
-	n := int(min(uint64(len(b)), p.end-p.off))
-	pattern.Fill(b[:n], p.seed, p.off)
-	p.off += uint64(n)
-	return n, nil
 }

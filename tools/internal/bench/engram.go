@@ -29,6 +29,10 @@ const (
 // local lookup of the same ids, measured in the same repetitions.
 const CeilingLocal = "local-lookup"
 
+// CeilingOneOwner is engram-remote-sharded's ceiling: the p50 of the same
+// lookup from one owner of the whole table, in the same repetitions.
+const CeilingOneOwner = "one-owner"
+
 const (
 	engramNS    = "scatterbench"
 	engramTable = "bench"
@@ -268,6 +272,17 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 		t     timings
 	}
 	var sides []*side
+	// A sharded workload: the table's rows over w.Owners owners, and one
+	// more side reading the whole table from the one owner (its ceiling).
+	var shards []engram.RemoteShard
+	var one *side
+	if w.Owners > 1 {
+		var stop func() error
+		if shards, stop, err = r.shardOwners(ctx, e, transport, w.Owners); err != nil {
+			return res, err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
 	defer func() {
 		for _, s := range sides {
 			if s.buf != nil {
@@ -280,20 +295,31 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 			err = errors.Join(err, s.eng.Close())
 		}
 	}()
-	for _, m := range c.Modes {
+	modes := c.Modes
+	if shards != nil {
+		modes = append(slices.Clone(modes), Mode{Name: CeilingOneOwner, Verbs: engine.ModeAuto})
+	}
+	for _, m := range modes {
 		eng, err := engine.New(engine.Config{})
 		if err != nil {
 			return res, err
 		}
 		sd := &side{mode: m, eng: eng}
 		sides = append(sides, sd)
+		rc := &engram.RemoteConfig{Transport: reqT, Addr: srv.Addr(), BufferBytes: max(int64(T*K*R)*2, 1<<20), Mode: m.Verbs,
+			Connect: verbs.ConnectOptions{Lanes: c.Lanes}, Engine: eng}
+		if shards != nil && m.Name != CeilingOneOwner {
+			rc.Addr, rc.Shards = "", shards
+		}
 		if sd.store, err = engram.Open(ctx, engram.Config{Tables: map[string]engram.TableSpec{engramTable: e.spec}, Namespace: engramNS,
-			Remote: &engram.RemoteConfig{Transport: reqT, Addr: srv.Addr(), BufferBytes: max(int64(T*K*R)*2, 1<<20), Mode: m.Verbs,
-				Connect: verbs.ConnectOptions{Lanes: c.Lanes}, Engine: eng}}); err != nil {
+			Remote: rc}); err != nil {
 			return res, &OwnerError{Owner: OwnerInproc, Stage: "connect", Err: err}
 		}
 		if sd.buf, err = sd.store.NewBuffer(T * K * R); err != nil {
 			return res, err
+		}
+		if m.Name == CeilingOneOwner {
+			one = sd
 		}
 	}
 	localOut := make([]byte, T*K*R)
@@ -359,6 +385,9 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 	}
 	payload := w.Payload()
 	for _, s := range sides {
+		if s == one {
+			continue // a ceiling, below
+		}
 		st, err := s.store.Stats()
 		if err != nil {
 			failure = errors.Join(failure, err)
@@ -376,6 +405,14 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 	res.Ceilings = []CeilingLine{
 		{Workload: "ceiling/" + CeilingRTT, For: w.Name, Transport: transport, Owner: OwnerInproc, Seed: c.Seed, Reps: len(rtt.d), P50Ms: &rp},
 		{Workload: "ceiling/" + CeilingLocal, For: w.Name, Transport: "local", Owner: "local", Seed: c.Seed, Reps: len(local.d), P50Ms: &lp},
+	}
+	if one != nil {
+		op := ms(one.t.p(0.5))
+		res.Ceilings = append(res.Ceilings, CeilingLine{Workload: "ceiling/" + CeilingOneOwner, For: w.Name, Transport: transport,
+			Owner: OwnerInproc, Seed: c.Seed, Reps: len(one.t.d), P50Ms: &op})
+		if one.t.first != nil && failure == nil {
+			failure = fmt.Errorf("scatterbench: %s: one owner: %w", w.Name, one.t.first)
+		}
 	}
 	if err := errors.Join(local.first, rtt.first); err != nil && failure == nil {
 		failure = fmt.Errorf("scatterbench: %s: %w", w.Name, err)
@@ -404,4 +441,57 @@ func ownerAddr(tr verbs.Transport) (string, error) {
 		return "", fmt.Errorf("scatterbench: %w", err)
 	}
 	return addr, nil
+}
+
+// shardOwners serves e's table cut by row ranges over n owners, each a
+// local store of its shard (rows of the same pattern stream, so checkRows
+// holds) served over its own transport of kind transport, and returns the
+// shards and a function that stops them all.
+func (r *Runner) shardOwners(ctx context.Context, e *engramEnv, transport string, n int) (shards []engram.RemoteShard, _ func() error, err error) {
+	var closers closers
+	stopAll := func() error {
+		var err error
+		closers.closeInto(&err)
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, stopAll())
+		}
+	}()
+	dir, err := os.MkdirTemp("", "scatterbench-engram-shards-")
+	if err != nil {
+		return nil, nil, err
+	}
+	closers.push(func() error { return os.RemoveAll(dir) })
+	rows, R := e.spec.NumRows, int64(e.rowBytes)
+	for i := range n {
+		lo, hi := rows*int64(i)/int64(n), rows*int64(i+1)/int64(n)
+		name := fmt.Sprintf("%s.s%d", engramTable, i)
+		st, err := engram.Open(ctx, engram.Config{Tables: map[string]engram.TableSpec{name: {NumRows: hi - lo, RowBytes: e.rowBytes}},
+			Namespace: engramNS, Dir: fmt.Sprintf("%s/owner%d", dir, i)})
+		if err != nil {
+			return nil, nil, err
+		}
+		closers.push(st.Close)
+		if err := st.PopulateFrom(name, pattern.ReaderFrom(e.seed, uint64(lo*R), uint64((hi-lo)*R))); err != nil {
+			return nil, nil, err
+		}
+		tr, err := r.cfg.newTransport(transport)
+		if err != nil {
+			return nil, nil, err
+		}
+		closers.push(tr.Close)
+		addr, err := ownerAddr(tr)
+		if err != nil {
+			return nil, nil, err
+		}
+		srv, err := st.Serve(engram.ServeConfig{Transport: tr, Addr: addr, StagingBytes: r.cfg.StagingBytes})
+		if err != nil {
+			return nil, nil, fmt.Errorf("scatterbench: engram shard owner %d: %w", i, err)
+		}
+		closers.push(srv.Close)
+		shards = append(shards, engram.RemoteShard{Table: engramTable, Served: name, Lo: lo, Hi: hi, Addrs: []string{srv.Addr()}})
+	}
+	return shards, stopAll, nil
 }

@@ -112,6 +112,8 @@ func PrintTable(out io.Writer, c *Config, passes []PassResult) {
 					cs = append(cs, fmt.Sprintf("rtt p50 %s ms", f2(cl.Value())))
 				case CeilingLocal:
 					cs = append(cs, fmt.Sprintf("local lookup p50 %s ms", f2(cl.Value())))
+				case CeilingOneOwner:
+					cs = append(cs, fmt.Sprintf("one-owner lookup p50 %s ms", f2(cl.Value())))
 				case CeilingDirect:
 					cs = append(cs, fmt.Sprintf("direct-control (64 x 512 KiB) %s Gbit/s", f2(cl.Value())))
 				default:
@@ -310,6 +312,7 @@ func Goals(passes []PassResult) []Goal {
 		g := newGoalSet(&passes[i], out)
 		g.transferGoals()
 		g.engramGoals()
+		g.shardedGoals()
 		g.reshardGoals()
 		g.structObjGoals()
 		g.latencyGoals()
@@ -437,6 +440,16 @@ func (g *goalSet) engramGoals() {
 		g.add(name, ratioOf(g.t, name+": (p50 - local p50) / (2 rtt + 0.2 local p50)",
 			a-local, 2*rtt+0.2*local, 1, false).
 			drawn("p50", "goal p50 <= 1.2 local + 2 rtt", local))
+	}
+}
+
+// shardedGoals: a lookup from a table over several owners against the
+// same lookup from one owner of the whole table.
+func (g *goalSet) shardedGoals() {
+	const name = "engram-remote-sharded"
+	if er := g.byName[name]; er != nil {
+		g.add(name, ratioOf(g.t, name+": adaptive p50 / one-owner p50", lineValue(g.get(name, "adaptive"), lineP50),
+			er.ceiling(CeilingOneOwner), 1.3, false).drawn("p50", "goal p50 <= 1.3 one owner", 0))
 	}
 }
 

@@ -58,6 +58,10 @@ type Workload struct {
 	// column, instead of a scatter plan.
 	Engram string
 	Tokens int
+	// Owners, above 1, cuts an Engram remote workload's table by row
+	// ranges over that many owners (each its own transport and server in
+	// this process): its lookups are sharded (engram.RemoteShard).
+	Owners int
 	// Reshard, when set (ReshardKV or ReshardMixed), makes this a reshard
 	// workload (reshard.go): its layouts, not Small and Large, set the
 	// geometry; Small and Large describe it for the table.
@@ -100,6 +104,8 @@ var Named = []Workload{
 		Doc: "remote Engram lookup, T=4 K=24 R=264 (as engram-remote-t1)"},
 	{Name: "engram-remote-t16", Dir: verbs.OpRead, Small: Frags{264, 16 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 16, MinReps: LatencyMinReps,
 		Doc: "remote Engram lookup, T=16 K=24 R=264 (as engram-remote-t1)"},
+	{Name: "engram-remote-sharded", Dir: verbs.OpRead, Small: Frags{264, 16 * 24}, Src: Random, Dst: Contiguous, Engram: EngramRemote, Tokens: 16, Owners: 3, MinReps: LatencyMinReps,
+		Doc: "remote Engram lookup, T=16 K=24 R=264, from the table cut by row ranges over 3 owners (each its own transport and server, in this process); ceiling one-owner: the same ids from one owner of the whole table in the same repetitions"},
 	{Name: "reshard-kv", Dir: verbs.OpRead, Small: Frags{512, 4 * 2 * 16384}, Src: Random, Dst: Fragmented, Reshard: ReshardKV,
 		Doc: "a 64 MiB KV cache [16384 tokens, 16 heads, 128 dim] x 2 B from TP8 paged by 16 tokens to TP2 paged by 64 (random page tables), pulled by the destination ranks (reshard/mesh, every rank in this process)"},
 	{Name: "reshard-mixed", Dir: verbs.OpRead, Small: Frags{256, 65536}, Large: Frags{2 << 20, 24}, Src: Random, Dst: Contiguous, Reshard: ReshardMixed,

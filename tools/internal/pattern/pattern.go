@@ -93,6 +93,10 @@ func ParallelFill(dst []byte, seed, off uint64, workers int) {
 // table, for instance, without holding them in memory.
 func Reader(seed, n uint64) io.Reader { return &reader{seed: seed, n: n} }
 
+// ReaderFrom streams bytes [off, off+n) of the stream of seed: a shard of
+// a generated table (its rows' slice of the whole table's stream).
+func ReaderFrom(seed, off, n uint64) io.Reader { return &reader{seed: seed, off: off, n: off + n} }
+
 type reader struct{ seed, off, n uint64 }
 
 func (r *reader) Read(b []byte) (int, error) {

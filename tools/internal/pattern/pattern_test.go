@@ -176,3 +176,17 @@ func TestReader(t *testing.T) {
 		t.Fatalf("Reader gave %d bytes differing from Fill's %d", len(got), len(want))
 	}
 }
+
+// TestReaderFrom: a reader from an offset streams the same bytes Fill
+// puts there, across reads of any size.
+func TestReaderFrom(t *testing.T) {
+	r := newRand(t)
+	for range 50 {
+		seed, off, n := r.Uint64(), r.Uint64N(1<<20), r.Uint64N(5000)
+		want := make([]byte, n)
+		Fill(want, seed, off)
+		got, err := io.ReadAll(ReaderFrom(seed, off, n))
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}
