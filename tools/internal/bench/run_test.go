@@ -422,3 +422,38 @@ func TestClosers(t *testing.T) {
 	require.ErrorIs(t, err, e1)
 	require.ErrorIs(t, err, e3)
 }
+
+// TestEngramRemoteWorkloads runs the one-owner and the sharded remote
+// lookups on a tiny table: every mode verified against the pattern table,
+// the sharded one's one-owner ceiling measured beside it and its goal
+// computed from the two.
+func TestEngramRemoteWorkloads(t *testing.T) {
+	t16, ok := Lookup("engram-remote-t16")
+	require.True(t, ok)
+	sh, ok := Lookup("engram-remote-sharded")
+	require.True(t, ok)
+	require.Equal(t, 3, sh.Owners)
+	t16.MinReps, sh.MinReps = 0, 0
+	c := tinyConfig(t, "tcp", OwnerInproc, t16, sh)
+	passes, _, err := run(t, c)
+	require.NoError(t, err)
+	for _, wr := range passes[0].Workloads {
+		require.NoError(t, wr.Err, wr.Workload.Name)
+		require.Equal(t, 2, wr.Verified, "first and last repetitions of %s", wr.Workload.Name)
+		require.Len(t, wr.Lines, len(c.Modes), "the one-owner side is a ceiling, not a line")
+		for _, l := range wr.Lines {
+			require.Zero(t, l.Errors, "%s/%s", l.Workload, l.Mode)
+		}
+	}
+	shr := passes[0].Workloads[1]
+	require.False(t, math.IsNaN(shr.ceiling(CeilingOneOwner)), "the sharded workload's one-owner ceiling")
+	require.True(t, math.IsNaN(passes[0].Workloads[0].ceiling(CeilingOneOwner)))
+	var found bool
+	for _, g := range Goals(passes) {
+		if strings.Contains(g.Text, "engram-remote-sharded: adaptive p50 / one-owner p50") {
+			found = true
+			require.False(t, math.IsNaN(g.Value), "%+v", g)
+		}
+	}
+	require.True(t, found, "the sharded goal")
+}
