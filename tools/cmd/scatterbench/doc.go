@@ -41,7 +41,7 @@
 //	                       exit and on SIGINT/SIGTERM
 //	-tbf RATE              with -owner netns: shape the veth with tc tbf (e.g. 1gbit)
 //	-mode LIST             direct, gather, adaptive, hybrid, all (default all = the first three)
-//	-workloads LIST        many-small, many-small-131k, few-large, mixed, single-read,
+//	-workloads LIST        many-small, many-small-3owners, many-small-131k, few-large, mixed, single-read,
 //	                       engram-cpu, engram-remote (-t1, -t4, -t16), engram-remote-sharded, reshard
 //	                       (reshard-kv, reshard-mixed), structobj (structobj-put,
 //	                       structobj-get),

@@ -402,6 +402,11 @@ func (g *goalSet) transferGoals() {
 					drawn("goodput", "goal >= 0.75 min(direct-control, pack-only)", 0))
 		}
 	}
+	if g.byName["many-small-3owners"] != nil {
+		g.add("many-small-3owners", ratioOf(t, "many-small-3owners: adaptive goodput / many-small adaptive (one owner)",
+			lineValue(g.get("many-small-3owners", "adaptive"), lineGoodput), lineValue(g.get("many-small", "adaptive"), lineGoodput), 2, true).
+			drawn("goodput", "goal >= 2 one owner", 0))
+	}
 	if g.byName["few-large"] != nil {
 		g.add("few-large", ratioOf(t, "few-large: adaptive / forced direct",
 			lineValue(g.get("few-large", "adaptive"), lineGoodput), lineValue(g.get("few-large", "direct"), lineGoodput), 0.97, true).

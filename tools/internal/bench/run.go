@@ -574,6 +574,10 @@ func (s *session) runMode(ctx context.Context, w *Workload, p *planfmt.Plan, se 
 		} else {
 			op.Remote, op.RemoteOff, op.Local = s.scratch, uint64(i)*s.writeStride, s.src
 		}
+		if w.Owners > 1 && w.Dir == verbs.OpRead && len(s.more) >= w.Owners-1 {
+			results[i], errs[i] = s.doOwners(octx, w, &s.splitters[i], op)
+			return
+		}
 		results[i], errs[i] = s.eng.Do(octx, &op)
 	}
 	if c.Callers == 1 {
@@ -596,11 +600,10 @@ func (s *session) runMode(ctx context.Context, w *Workload, p *planfmt.Plan, se 
 			first = errs[i]
 		}
 	}
-	st, err := s.ownerStats(ctx)
+	leased, err := s.leases(ctx)
 	if err != nil {
 		return errors.Join(first, err)
 	}
-	leased := int(st.Leases)
 	if s.staging != nil {
 		leased += s.staging.Pool().Stats().Leases
 	}
@@ -628,4 +631,59 @@ func explain(w io.Writer, workload, mode, transport string, res *engine.Result) 
 	if res.Split.Splits > 0 {
 		fmt.Fprintf(w, "split     %v\n", res.Split)
 	}
+}
+
+// doOwners runs op, a READ of the table, from w.Owners owners at once: the
+// plan cut by its source into equal shares of the table (on row
+// boundaries for a rows plan), owner k reading share k from its own copy
+// of the table, as one engine group. The result stands for the group: the
+// slowest part's stage times, the group's total, the parts' bytes, and
+// their staging peaks and bounds added.
+func (s *session) doOwners(ctx context.Context, w *Workload, sp *planfmt.Splitter, op engine.ScatterOp) (engine.Result, error) {
+	n := w.Owners
+	p := op.Plan
+	align := uint64(1)
+	if p.Form == planfmt.FormRows {
+		align = p.Rows.RowSize
+	}
+	cuts := make([]uint64, n+1)
+	for k := 1; k < n; k++ {
+		cuts[k] = p.SrcExtent * uint64(k) / uint64(n)
+		if p.Form == planfmt.FormRows && cuts[k] > p.Rows.SrcBase {
+			cuts[k] -= (cuts[k] - p.Rows.SrcBase) % align
+		}
+	}
+	cuts[n] = p.SrcExtent
+	shards, err := sp.Split(p, cuts)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	parts := make([]engine.ScatterOp, n)
+	for k := range parts {
+		parts[k] = op
+		parts[k].Plan, parts[k].RemoteOff = &shards[k].Plan, cuts[k]
+		if k > 0 {
+			parts[k].Conn, parts[k].Remote = s.more[k-1].conn, s.more[k-1].table
+		}
+	}
+	gr, err := s.eng.DoGroup(ctx, parts)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	res := gr.Parts[0]
+	var peak, bound int64
+	for _, pr := range gr.Parts {
+		if pr.Trace.Total > res.Trace.Total {
+			res = pr
+		}
+		peak += pr.Trace.StagingPeak
+		bound += int64(pr.Trace.Slots) * pr.Trace.ChunkBytes
+		if pr.Fallback != engine.FallbackNone {
+			res.Fallback = pr.Fallback
+		}
+	}
+	res.Bytes, res.Fragments, res.Spans, res.SpanBytes = gr.Bytes, gr.Fragments, gr.Spans, gr.SpanBytes
+	res.Trace.Total, res.Trace.Payload = gr.Total, gr.Bytes
+	res.Trace.StagingPeak, res.Trace.Slots, res.Trace.ChunkBytes = peak, 1, bound
+	return res, nil
 }

@@ -457,3 +457,42 @@ func TestEngramRemoteWorkloads(t *testing.T) {
 	}
 	require.True(t, found, "the sharded goal")
 }
+
+// TestManySmallOwners runs many-small's rows from 3 owners (inproc and
+// owner processes): every mode verified, no lease left on any owner, and
+// the goal against many-small in the same pass computed.
+func TestManySmallOwners(t *testing.T) {
+	for _, kind := range []string{OwnerInproc, OwnerProcess} {
+		t.Run(kind, func(t *testing.T) {
+			one, ok := Lookup("many-small")
+			require.True(t, ok)
+			three, ok := Lookup("many-small-3owners")
+			require.True(t, ok)
+			one.Small.Count, three.Small.Count = 5000, 5000
+			c := tinyConfig(t, "tcp", kind, one, three)
+			if kind == OwnerProcess {
+				selfOwner(t, c) // this test binary as the owner processes
+			}
+			passes, _, err := run(t, c)
+			require.NoError(t, err)
+			p := passes[0]
+			require.NoError(t, p.Err)
+			require.Zero(t, p.Leaked)
+			for _, wr := range p.Workloads {
+				require.NoError(t, wr.Err, wr.Workload.Name)
+				require.Equal(t, 2*(len(c.Modes)+1), wr.Verified, wr.Workload.Name)
+				for _, l := range wr.Lines {
+					require.Zero(t, l.Errors, "%s/%s", l.Workload, l.Mode)
+				}
+			}
+			var found bool
+			for _, g := range Goals(passes) {
+				if strings.HasPrefix(g.Text, "many-small-3owners: adaptive goodput / many-small") {
+					found = true
+					require.False(t, math.IsNaN(g.Value))
+				}
+			}
+			require.True(t, found)
+		})
+	}
+}

@@ -51,6 +51,12 @@ type session struct {
 	verify         *verbs.Region // WRITE read-back and poison staging
 	writeStride    uint64        // scratch bytes per caller
 
+	// more are the owners past the first for workloads of several
+	// (Workload.Owners), each serving the same table; splitters cut those
+	// workloads' plans, one per caller.
+	more      []*extraOwner
+	splitters []planfmt.Splitter
+
 	control *planfmt.Plan // the direct control's plan
 	// calibration lists the owner's and the engine's calibrations that
 	// fell back (calibration.go).
@@ -167,7 +173,44 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 	s.calibration = append(handleFallback(fmt.Sprintf("owner (%s) gather service", c.Owner), s.own, info),
 		engineFallback("requester engine", s.eng)...)
 	s.control = controlPlan(rand.New(rand.NewPCG(c.Seed, planSalt)), s.table.Len)
+	owners := 1
+	for _, w := range p.Workloads {
+		if w.Engram == "" && w.Reshard == "" && w.StructObj == "" {
+			owners = max(owners, w.Owners)
+		}
+	}
+	for range owners - 1 {
+		x := &extraOwner{}
+		s.more = append(s.more, x)
+		if c.Owner == OwnerInproc {
+			x.own, err = startInproc(ctx, spec)
+		} else {
+			x.own, err = startProcess(ctx, c, spec, nil, childErr) // netns: one link, the first owner's
+		}
+		if err != nil {
+			x.own = nil
+			return s, err
+		}
+		if x.conn, err = s.tr.Connect(ctx, x.own.addr(), verbs.ConnectOptions{Expose: expose, Lanes: c.Lanes}); err != nil {
+			return s, &OwnerError{Owner: c.Owner, Stage: "connect", Err: err}
+		}
+		if x.table, ok = verbs.FindRegion(x.conn.Remote(), owner.DefaultExport); !ok {
+			return s, &OwnerError{Owner: c.Owner, Stage: "connect", Err: errors.New("no \"table\" export")}
+		}
+		if _, err := s.eng.Prepare(ctx, x.conn); err != nil {
+			return s, &OwnerError{Owner: c.Owner, Stage: "gather info", Err: err}
+		}
+	}
+	s.splitters = make([]planfmt.Splitter, c.Callers)
 	return s, nil
+}
+
+// extraOwner is an owner past a session's first: its handle, the
+// requester's connection to it and its table.
+type extraOwner struct {
+	own   ownerHandle
+	conn  verbs.Conn
+	table verbs.RegionInfo
 }
 
 // controlPlan is the direct control: 64 random 4 KiB-aligned 512 KiB
@@ -187,6 +230,11 @@ func (s *session) close(leaked *int) error {
 	if s.conn != nil {
 		errs = append(errs, s.conn.Close())
 	}
+	for _, x := range s.more {
+		if x.conn != nil {
+			errs = append(errs, x.conn.Close())
+		}
+	}
 	if s.staging != nil {
 		if err := s.staging.Close(); err != nil {
 			var le *bufferpool.LeakError
@@ -199,8 +247,11 @@ func (s *session) close(leaked *int) error {
 	if s.tr != nil {
 		errs = append(errs, s.tr.Close())
 	}
-	if s.own != nil {
-		n, err := s.own.close()
+	for _, h := range append([]ownerHandle{s.own}, s.extraHandles()...) {
+		if h == nil {
+			continue
+		}
+		n, err := h.close()
 		if leaked != nil {
 			*leaked += n
 		}
@@ -209,11 +260,42 @@ func (s *session) close(leaked *int) error {
 	return errors.Join(errs...)
 }
 
+func (s *session) extraHandles() []ownerHandle {
+	var hs []ownerHandle
+	for _, x := range s.more {
+		if x.own != nil {
+			hs = append(hs, x.own)
+		}
+	}
+	return hs
+}
+
 // ownerStats asks the owner for its staging and gather counters.
 func (s *session) ownerStats(ctx context.Context) (owner.Stats, error) {
-	resp, err := s.conn.Call(ctx, owner.MethodStats, nil, nil)
+	return connStats(ctx, s.conn)
+}
+
+func connStats(ctx context.Context, c verbs.Conn) (owner.Stats, error) {
+	resp, err := c.Call(ctx, owner.MethodStats, nil, nil)
 	if err != nil {
 		return owner.Stats{}, fmt.Errorf("scatterbench: owner stats: %w", err)
 	}
 	return owner.DecodeStats(resp)
+}
+
+// leases is the staging leases every owner of the session holds now.
+func (s *session) leases(ctx context.Context) (int, error) {
+	st, err := s.ownerStats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := int(st.Leases)
+	for _, x := range s.more {
+		st, err := connStats(ctx, x.conn)
+		if err != nil {
+			return 0, err
+		}
+		n += int(st.Leases)
+	}
+	return n, nil
 }

@@ -58,9 +58,12 @@ type Workload struct {
 	// column, instead of a scatter plan.
 	Engram string
 	Tokens int
-	// Owners, above 1, cuts an Engram remote workload's table by row
-	// ranges over that many owners (each its own transport and server in
-	// this process): its lookups are sharded (engram.RemoteShard).
+	// Owners, above 1, spreads the workload over that many owners: an
+	// Engram remote workload's table cut by row ranges (each owner its own
+	// transport and server in this process; engram.RemoteShard), a
+	// scatter workload's plan cut by its source over owners of the pass's
+	// kind that each serve the whole table (one engine group per
+	// operation).
 	Owners int
 	// Reshard, when set (ReshardKV or ReshardMixed), makes this a reshard
 	// workload (reshard.go): its layouts, not Small and Large, set the
@@ -88,6 +91,8 @@ func (w *Workload) Reps(c *Config) int { return max(c.Reps, w.MinReps) }
 var Named = []Workload{
 	{Name: "many-small", Dir: verbs.OpRead, Small: Frags{264, 98_304}, Src: Random, Dst: Contiguous,
 		Doc: "98,304 random 264 B rows of the owner's table into a contiguous destination (an Engram layer read; fixed-row plan)"},
+	{Name: "many-small-3owners", Dir: verbs.OpRead, Small: Frags{264, 98_304}, Src: Random, Dst: Contiguous, Owners: 3,
+		Doc: "many-small's rows read from 3 owners at once (each serves the whole table and is read for a third of its rows: the plan cut by planfmt.Splitter, one engine group per operation); goal: 2x many-small in the same pass"},
 	{Name: "many-small-131k", Dir: verbs.OpRead, Small: Frags{264, 131_072}, Src: Random, Dst: Contiguous,
 		Doc: "131,072 random 264 B rows into a contiguous destination (fixed-row plan)"},
 	{Name: "few-large", Dir: verbs.OpRead, Large: Frags{512 << 10, 64}, Src: Random, Dst: Contiguous,
