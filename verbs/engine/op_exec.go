@@ -29,6 +29,7 @@ type Operation struct {
 	id   uint64
 	sop  ScatterOp
 	t0   time.Time
+	prep time.Duration // prepare's time (a group prepares every part before any starts)
 	norm planfmt.Normalized
 	geom planfmt.Summary
 
@@ -238,6 +239,7 @@ func (e *Engine) prepare(ctx context.Context, sop *ScatterOp) (*Operation, error
 	}
 	op.geom = op.norm.Summary()
 	op.trace.Payload = op.geom.Bytes
+	op.prep = time.Since(t0)
 	return op, nil
 }
 
@@ -253,11 +255,14 @@ func (op *Operation) discard() {
 // start decides a prepared operation's mode and launches it; from here on
 // it ends in complete.
 func (op *Operation) start(inline bool) {
+	t := time.Now()
 	op.decide()
 	if op.mode == ModeGather || op.mode == ModeHybrid {
 		op.prepareGather()
 	}
-	op.trace.Plan = time.Since(op.t0)
+	// Its own planning: its prepare and this, not the other parts of a
+	// group prepared between them.
+	op.trace.Plan = op.prep + time.Since(t)
 	stage.End(op.id, stage.Plan, 0)
 	op.e.watchAbort(op) // from here on the operation ends in complete
 	op.launch(inline)
