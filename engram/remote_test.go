@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -254,6 +255,49 @@ func TestLookupErrorsLocalAndRemote(t *testing.T) {
 	require.NoError(t, local.Lookup(tables, IDs64(ids, T, K), TokenMajor(lbuf, T, K, R), &LookupOptions{Offsets: []int64{-3, -3, -3, -3}}))
 }
 
+// shardOwner is a local store of 264-byte-row tables (name -> rows)
+// served over its own tcp transport with cfg's Directory and Shards; both
+// are closed at cleanup.
+func shardOwner(t *testing.T, tables map[string][]byte, cfg ServeConfig) (*Store, *Server) {
+	t.Helper()
+	specs := map[string]TableSpec{}
+	for name, b := range tables {
+		specs[name] = TableSpec{NumRows: int64(len(b) / 264), RowBytes: 264}
+	}
+	st := openLocal(t, t.TempDir(), specs)
+	t.Cleanup(func() { st.Close() })
+	for name, b := range tables {
+		require.NoError(t, st.Populate(name, b))
+	}
+	tr := tcp.New(tcp.Config{})
+	t.Cleanup(func() { tr.Close() })
+	cfg.Transport, cfg.Addr, cfg.StagingBytes = tr, "127.0.0.1:0", 8<<20
+	srv, err := st.Serve(cfg)
+	require.NoError(t, err)
+	return st, srv
+}
+
+// checkTableLookup looks up T x K random rows of table "a" (numRows rows
+// of 264 bytes, whose bytes are rows) from rs and compares them with rows.
+func checkTableLookup(t *testing.T, r *rand.Rand, rs *Store, rows []byte, numRows int64, T, K int) {
+	t.Helper()
+	tables := make([]string, K)
+	for k := range tables {
+		tables[k] = "a"
+	}
+	ids := make([]int64, T*K)
+	for i := range ids {
+		ids[i] = r.Int64N(numRows)
+	}
+	buf, err := rs.NewBuffer(T * K * 264)
+	require.NoError(t, err)
+	defer buf.Release()
+	want := bytes.Clone(buf.Bytes())
+	require.NoError(t, rs.Lookup(tables, IDs64(ids, T, K), TokenMajor(buf.Bytes(), T, K, 264), nil))
+	refLookup(map[string][]byte{"a": rows}, 264, tables, ids, T, K, TokenMajor(want, T, K, 264), nil)
+	require.True(t, bytes.Equal(want, buf.Bytes()))
+}
+
 // TestRemoteShardedStore opens a store whose table is cut over two owner
 // stores (each serving one shard, and the second a replica of the first
 // shard too), looks rows up, closes the first owner, and looks up again:
@@ -265,24 +309,8 @@ func TestRemoteShardedStore(t *testing.T) {
 	rows := randRows(r, spec)
 	const cut = 2500
 	lo, hi := rows[:cut*264], rows[cut*264:]
-	owner := func(tables map[string][]byte) (*Store, *Server) {
-		specs := map[string]TableSpec{}
-		for name, b := range tables {
-			specs[name] = TableSpec{NumRows: int64(len(b) / 264), RowBytes: 264}
-		}
-		st := openLocal(t, t.TempDir(), specs)
-		t.Cleanup(func() { st.Close() })
-		for name, b := range tables {
-			require.NoError(t, st.Populate(name, b))
-		}
-		tr := tcp.New(tcp.Config{})
-		t.Cleanup(func() { tr.Close() })
-		srv, err := st.Serve(ServeConfig{Transport: tr, Addr: "127.0.0.1:0", StagingBytes: 8 << 20})
-		require.NoError(t, err)
-		return st, srv
-	}
-	st0, srv0 := owner(map[string][]byte{"a.s0": lo})
-	_, srv1 := owner(map[string][]byte{"a.s0": lo, "a.s1": hi})
+	st0, srv0 := shardOwner(t, map[string][]byte{"a.s0": lo}, ServeConfig{})
+	_, srv1 := shardOwner(t, map[string][]byte{"a.s0": lo, "a.s1": hi}, ServeConfig{})
 	reqT := tcp.New(tcp.Config{})
 	defer reqT.Close()
 	rs, err := Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT, BufferBytes: 16 << 20,
@@ -292,24 +320,7 @@ func TestRemoteShardedStore(t *testing.T) {
 		}}})
 	require.NoError(t, err)
 	defer rs.Close()
-	check := func() {
-		T, K := 64, 24
-		tables := make([]string, K)
-		for k := range tables {
-			tables[k] = "a"
-		}
-		ids := make([]int64, T*K)
-		for i := range ids {
-			ids[i] = r.Int64N(spec.NumRows)
-		}
-		buf, err := rs.NewBuffer(T * K * 264)
-		require.NoError(t, err)
-		defer buf.Release()
-		want := bytes.Clone(buf.Bytes())
-		require.NoError(t, rs.Lookup(tables, IDs64(ids, T, K), TokenMajor(buf.Bytes(), T, K, 264), nil))
-		refLookup(map[string][]byte{"a": rows}, 264, tables, ids, T, K, TokenMajor(want, T, K, 264), nil)
-		require.True(t, bytes.Equal(want, buf.Bytes()))
-	}
+	check := func() { checkTableLookup(t, r, rs, rows, spec.NumRows, 64, 24) }
 	check()
 	require.NoError(t, st0.Close()) // the first owner goes (its server with it)
 	check()
@@ -335,25 +346,9 @@ func TestRemoteStoreFromDirectory(t *testing.T) {
 	const cut = 400
 	dir := discovery.NewMemory()
 	defer dir.Close()
-	serve := func(tables map[string][]byte) (*Store, *Server) {
-		specs := map[string]TableSpec{}
-		for name, b := range tables {
-			specs[name] = TableSpec{NumRows: int64(len(b) / 264), RowBytes: 264}
-		}
-		st := openLocal(t, t.TempDir(), specs)
-		t.Cleanup(func() { st.Close() })
-		for name, b := range tables {
-			require.NoError(t, st.Populate(name, b))
-		}
-		tr := tcp.New(tcp.Config{})
-		t.Cleanup(func() { tr.Close() })
-		srv, err := st.Serve(ServeConfig{Transport: tr, Addr: "127.0.0.1:0", StagingBytes: 8 << 20, Directory: dir,
-			Shards: map[string]ShardOf{"a.s0": {Table: "a", Lo: 0}, "a.s1": {Table: "a", Lo: cut}}})
-		require.NoError(t, err)
-		return st, srv
-	}
-	_, srv0 := serve(map[string][]byte{"a.s0": rows[:cut*264]})
-	_, srv1 := serve(map[string][]byte{"a.s0": rows[:cut*264], "a.s1": rows[cut*264:]})
+	published := ServeConfig{Directory: dir, Shards: map[string]ShardOf{"a.s0": {Table: "a", Lo: 0}, "a.s1": {Table: "a", Lo: cut}}}
+	_, srv0 := shardOwner(t, map[string][]byte{"a.s0": rows[:cut*264]}, published)
+	_, srv1 := shardOwner(t, map[string][]byte{"a.s0": rows[:cut*264], "a.s1": rows[cut*264:]}, published)
 	recs, err := dir.List(ctx, DirectoryPrefix("ns"))
 	require.NoError(t, err)
 	require.Len(t, recs, 3)
@@ -370,24 +365,7 @@ func TestRemoteStoreFromDirectory(t *testing.T) {
 		t.Cleanup(func() { rs.Close() })
 		return rs
 	}
-	check := func(rs *Store) {
-		T, K := 32, 8
-		tables := make([]string, K)
-		for k := range tables {
-			tables[k] = "a"
-		}
-		ids := make([]int64, T*K)
-		for i := range ids {
-			ids[i] = r.Int64N(spec.NumRows)
-		}
-		buf, err := rs.NewBuffer(T * K * 264)
-		require.NoError(t, err)
-		defer buf.Release()
-		want := bytes.Clone(buf.Bytes())
-		require.NoError(t, rs.Lookup(tables, IDs64(ids, T, K), TokenMajor(buf.Bytes(), T, K, 264), nil))
-		refLookup(map[string][]byte{"a": rows}, 264, tables, ids, T, K, TokenMajor(want, T, K, 264), nil)
-		require.True(t, bytes.Equal(want, buf.Bytes()))
-	}
+	check := func(rs *Store) { checkTableLookup(t, r, rs, rows, spec.NumRows, 32, 8) }
 	rs := open()
 	check(rs)
 	require.NoError(t, srv0.Close()) // its shard has a replica on srv1

@@ -225,3 +225,23 @@ func BenchmarkNormalizeRowsParallel(b *testing.B) {
 	}
 	reportPerRow(b, 0)
 }
+
+// BenchmarkSplitRows cuts the reference workload's plan over 3 owners by
+// equal row ranges (what a sharded read does once per operation).
+func BenchmarkSplitRows(b *testing.B) {
+	p := &benchCommand(b).Plan
+	r := &p.Rows
+	third := r.TableRows / 3 * r.RowSize
+	cuts := []uint64{0, r.SrcBase + third, r.SrcBase + 2*third, p.SrcExtent}
+	var sp Splitter
+	if _, err := sp.Split(p, cuts); err != nil { // warm the shards' storage
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sp.Split(p, cuts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPerRow(b, 0)
+}

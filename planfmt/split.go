@@ -30,7 +30,7 @@ type Shard struct {
 // for concurrent use.
 type Splitter struct {
 	shards []Shard
-	norm   Normalized
+	norm   Normalized // a ranges plan's check
 	rowLo  []uint64 // per shard: its first whole row
 	rowHi  []uint64 // per shard: one past its last whole row
 }
@@ -81,8 +81,24 @@ func (s *Splitter) split(p *Plan, cuts []uint64, bySrc bool) ([]Shard, error) {
 			return nil, invalid("cuts", "must increase strictly")
 		}
 	}
-	if err := Normalize(&s.norm, p); err != nil {
-		return nil, err
+	// The checks the engine's Normalize makes, once: a ranges plan is
+	// normalized whole (overlap between ranges that land in different
+	// shards shows only there); a rows plan's layout overlap follows from
+	// its strides alone, and its ids are checked in the split's own pass.
+	switch p.Form {
+	case FormRanges:
+		if err := Normalize(&s.norm, p); err != nil {
+			return nil, err
+		}
+	case FormRows:
+		if _, err := p.checkRows(); err != nil {
+			return nil, err
+		}
+		if err := checkEnds(p.CompletionEnds, p.Rows.Len()); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, invalid("Form", p.Form.String())
 	}
 	n := len(cuts) - 1
 	if cap(s.shards) < n {
@@ -98,16 +114,9 @@ func (s *Splitter) split(p *Plan, cuts []uint64, bySrc bool) ([]Shard, error) {
 			sh.Plan.SrcExtent, sh.Plan.DstExtent = p.SrcExtent, cuts[i+1]-cuts[i]
 		}
 	}
-	var err error
-	switch p.Form {
-	case FormRanges:
+	if p.Form == FormRanges {
 		s.splitRanges(p, cuts, bySrc)
-	case FormRows:
-		err = s.splitRows(p, cuts)
-	default:
-		err = invalid("Form", p.Form.String())
-	}
-	if err != nil {
+	} else if err := s.splitRows(p, cuts); err != nil {
 		return nil, err
 	}
 	return s.shards, nil
@@ -183,14 +192,16 @@ func (s *Splitter) splitRows(p *Plan, cuts []uint64) error {
 		}
 	}
 	if len(r.IDs64) != 0 {
-		return splitIDs(s, r.IDs64, r.RowSize, func(sh *Shard) *[]int64 { return &sh.Plan.ownIDs64 },
+		return splitIDs(s, r.IDs64, r, func(sh *Shard) *[]int64 { return &sh.Plan.ownIDs64 },
 			func(sh *Shard, ids []int64) { sh.Plan.Rows.IDs64 = ids })
 	}
-	return splitIDs(s, r.IDs32, r.RowSize, func(sh *Shard) *[]int32 { return &sh.Plan.ownIDs32 },
+	return splitIDs(s, r.IDs32, r, func(sh *Shard) *[]int32 { return &sh.Plan.ownIDs32 },
 		func(sh *Shard, ids []int32) { sh.Plan.Rows.IDs32 = ids })
 }
 
-func splitIDs[T int32 | int64](s *Splitter, ids []T, rowSize uint64, own func(*Shard) *[]T, set func(*Shard, []T)) error {
+// splitIDs checks each id (-1, or a row of the table, as Normalize does)
+// and writes it, rebased, into its shard's ids.
+func splitIDs[T int32 | int64](s *Splitter, ids []T, r *Rows, own func(*Shard) *[]T, set func(*Shard, []T)) error {
 	n := len(ids)
 	if n == 0 {
 		return nil
@@ -207,26 +218,26 @@ func splitIDs[T int32 | int64](s *Splitter, ids []T, rowSize uint64, own func(*S
 	}
 	last := 0 // the shard of the previous id: ids often cluster
 	for j, id := range ids {
-		if id < 0 {
-			continue // -1: Normalize refused any other negative id
+		if id < 0 || uint64(id) >= r.TableRows {
+			if id == -1 {
+				continue
+			}
+			return &BoundsError{Index: j, Field: "id", Off: uint64(int64(id)), Limit: r.TableRows}
 		}
 		row := uint64(id)
 		k := last
 		if row < s.rowLo[k] || row >= s.rowHi[k] {
-			k = -1
-			// The first shard whose end is past the row.
-			i, _ := slices.BinarySearch(s.rowHi, row+1)
-			if i < len(s.shards) && row >= s.rowLo[i] && row < s.rowHi[i] {
-				k = i
-			}
-			if k < 0 {
+			// The first shard whose end is past the row holds it, unless
+			// the row lies across that shard's start.
+			k, _ = slices.BinarySearch(s.rowHi, row+1)
+			if k == len(s.shards) || row < s.rowLo[k] {
 				return invalid("Rows", "id "+strconv.FormatInt(int64(id), 10)+" at index "+strconv.Itoa(j)+
-					" names a row across a cut (rows of "+strconv.FormatUint(rowSize, 10)+" bytes)")
+					" names a row across a cut (rows of "+strconv.FormatUint(r.RowSize, 10)+" bytes)")
 			}
 			last = k
 		}
 		outs[k][j] = T(row - s.rowLo[k]) // fits: it is at most id
-		s.shards[k].Bytes += rowSize
+		s.shards[k].Bytes += r.RowSize
 		s.shards[k].Fragments++
 	}
 	return nil

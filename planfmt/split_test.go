@@ -50,8 +50,17 @@ func TestSplitAgainstPlan(t *testing.T) {
 	checked := 0
 	for range 3000 {
 		p := randPlan(rng)
-		if Normalize(&norm, p) != nil {
-			continue // the generators make some invalid plans
+		if err := Normalize(&norm, p); err != nil {
+			// The generators make some invalid plans: Split refuses them
+			// as the engine's Normalize does.
+			cut := p.SrcExtent
+			if cut == 0 {
+				continue
+			}
+			_, serr := sp.Split(p, []uint64{0, cut})
+			require.Error(t, serr, "Normalize: %v", err)
+			require.Equal(t, sentinelOf(err), sentinelOf(serr), "Normalize: %v; Split: %v", err, serr)
+			continue
 		}
 		byDst := p.Form == FormRanges && rng.IntN(2) == 0
 		var cuts []uint64
@@ -178,4 +187,26 @@ func TestSplitRefuses(t *testing.T) {
 	require.Equal(t, uint64(5), shards[1].Plan.Rows.SrcBase)        // row 5 at byte 50 of the plan, 5 into the shard
 	require.Equal(t, uint64(5), shards[1].Plan.Rows.TableRows)
 	require.False(t, errors.Is(err, ErrBounds))
+
+	// A rows plan is checked without a whole normalization: its ids in
+	// the split's pass, its layout and ends up front, with Normalize's
+	// errors.
+	cuts := []uint64{0, 45, 100}
+	for _, tc := range []struct {
+		name string
+		rows Rows
+		ends []uint32
+		want error
+	}{
+		{"id past the table", Rows{RowSize: 10, TableRows: 10, IDs32: []int32{1, 10}}, nil, ErrBounds},
+		{"negative id", Rows{RowSize: 10, TableRows: 10, IDs64: []int64{-2, 1}}, nil, ErrBounds},
+		{"rows overlap", Rows{RowSize: 10, TableRows: 10, IDs32: []int32{1, 2, 3, 4}, Layout: Layout{Kind: LayoutStrided, Cols: 2, RowStride: 20, ColStride: 5}}, nil, ErrOverlap},
+		{"ends", Rows{RowSize: 10, TableRows: 10, IDs32: []int32{1, 2}}, []uint32{1}, ErrInvalid},
+	} {
+		q := &Plan{Form: FormRows, SrcExtent: 100, DstExtent: 100, Rows: tc.rows, CompletionEnds: tc.ends}
+		var norm Normalized
+		require.ErrorIs(t, Normalize(&norm, q), tc.want, tc.name)
+		_, err := sp.Split(q, cuts)
+		require.ErrorIs(t, err, tc.want, tc.name)
+	}
 }
