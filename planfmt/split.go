@@ -31,8 +31,8 @@ type Shard struct {
 type Splitter struct {
 	shards []Shard
 	norm   Normalized // a ranges plan's check
-	rowLo  []uint64 // per shard: its first whole row
-	rowHi  []uint64 // per shard: one past its last whole row
+	rowLo  []uint64   // per shard: its first whole row
+	rowHi  []uint64   // per shard: one past its last whole row
 }
 
 // Split cuts p at cuts: shard i holds the source bytes [cuts[i],
