@@ -22,9 +22,9 @@
 // holds the whole TABLE (or a file of exactly the shard). serve serves the
 // namespace's populated tables (engram Store.Serve) until SIGINT or
 // SIGTERM, publishing one record per table, with its shard's place, in a
-// discovery file (default /dev/shm/scatterkit-discovery.json, scatterd's
-// too); it prints a JSON ready line with its address. A remote store
-// opened with engram.RemoteConfig.Directory on that file finds every
+// discovery file (default scatterd's: /dev/shm/scatterkit-discovery.json,
+// or the temporary directory's where /dev/shm is missing); it prints a
+// JSON ready line with its address. A remote store opened with engram.RemoteConfig.Directory on that file finds every
 // shard's owners (replicas: every owner serving the same shard) by
 // namespace. inspect -discovery FILE also lists the namespace's records.
 //

@@ -20,6 +20,7 @@ import (
 	"github.com/scatterkit/scatterkit/bufferpool/pack"
 	"github.com/scatterkit/scatterkit/engram"
 	"github.com/scatterkit/scatterkit/engram/snapshot"
+	"github.com/scatterkit/scatterkit/tools/internal/owner"
 	"github.com/scatterkit/scatterkit/tools/internal/pattern"
 )
 
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		transport := fs.String("transport", "tcp", "transport: tcp or shm")
 		listen := fs.String("listen", "", "address to listen at (default: tcp 127.0.0.1:0, shm an abstract name)")
-		disc := fs.String("discovery", defaultDiscovery, "discovery file the served tables are published in (\"off\": none)")
+		disc := fs.String("discovery", owner.DefaultDirectory(), "discovery file the served tables are published in (\"off\": none)")
 		staging := fs.Int64("staging", 64<<20, "gather service staging bytes")
 		if !parse(fs, args, dir) {
 			return 2

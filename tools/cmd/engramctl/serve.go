@@ -16,9 +16,6 @@ import (
 	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
-// defaultDiscovery is the discovery file of one host (scatterd's too).
-const defaultDiscovery = "/dev/shm/scatterkit-discovery.json"
-
 // cmdServe serves the namespace's populated tables until ctx ends or the
 // process gets SIGINT or SIGTERM, publishing a record per table (with
 // its shard's place, from the manifest) in the discovery file, so remote
