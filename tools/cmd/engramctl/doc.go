@@ -24,9 +24,9 @@
 // SIGTERM, publishing one record per table, with its shard's place, in a
 // discovery file (default scatterd's: /dev/shm/scatterkit-discovery.json,
 // or the temporary directory's where /dev/shm is missing); it prints a
-// JSON ready line with its address. A remote store opened with engram.RemoteConfig.Directory on that file finds every
-// shard's owners (replicas: every owner serving the same shard) by
-// namespace. inspect -discovery FILE also lists the namespace's records.
+// JSON ready line with its address. A remote store opened with
+// engram.RemoteConfig.Directory on that file finds every shard's owners
+// (replicas: every owner serving the same shard) by namespace. inspect -discovery FILE also lists the namespace's records.
 //
 // A table is declared when the namespace's tables.json lists it (name,
 // rows, row size); only create declares tables. A snapshot file in the
