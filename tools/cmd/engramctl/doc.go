@@ -26,7 +26,8 @@
 // or the temporary directory's where /dev/shm is missing); it prints a
 // JSON ready line with its address. A remote store opened with
 // engram.RemoteConfig.Directory on that file finds every shard's owners
-// (replicas: every owner serving the same shard) by namespace. inspect -discovery FILE also lists the namespace's records.
+// (replicas: every owner serving the same shard) by namespace. inspect
+// -discovery FILE also lists the namespace's records.
 //
 // A table is declared when the namespace's tables.json lists it (name,
 // rows, row size); only create declares tables. A snapshot file in the
