@@ -268,11 +268,32 @@ func TestGroupFailsWhole(t *testing.T) {
 				_, err := g.eng.Prepare(verbstest.Context(t), o.conn)
 				require.NoError(t, err)
 			}
-			victim := r.IntN(3)
-			require.NoError(t, g.owners[victim].px.Set(tc.fault))
+			parts := g.parts(t, &sp, verbs.OpRead, p, engine.ModeAuto)
+			// The fault must strike inside the victim's own traffic: a
+			// random cut can leave an owner a shard of a few rows, whose
+			// whole part moves less than a fixed threshold (or nothing).
+			// Every payload byte of a READ comes down through its proxy.
+			payload := make([]int64, len(parts))
+			var candidates []int
+			for v := range parts {
+				for i := range parts[v].Plan.Rows.Len() {
+					if parts[v].Plan.Rows.ID(i) >= 0 {
+						payload[v] += size
+					}
+				}
+				if payload[v] > 0 {
+					candidates = append(candidates, v)
+				}
+			}
+			victim := candidates[r.IntN(len(candidates))]
+			fault := tc.fault
+			if fault.Kind == faultproxy.Reset {
+				fault.After = max(1, min(fault.After, payload[victim]/2))
+			}
+			require.NoError(t, g.owners[victim].px.Set(fault))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, err := g.eng.DoGroup(ctx, g.parts(t, &sp, verbs.OpRead, p, engine.ModeAuto))
+			_, err := g.eng.DoGroup(ctx, parts)
 			var ge *engine.GroupError
 			require.ErrorAs(t, err, &ge)
 			require.Equal(t, []int{victim}, ge.Failed, "only the faulty owner's part failed: %v", err)
