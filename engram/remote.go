@@ -60,6 +60,9 @@ func (s *Store) openRemote(ctx context.Context, rc *RemoteConfig) error {
 	if err != nil {
 		var ce *remote.ConfigError
 		if errors.As(err, &ce) { // a bad RemoteConfig (its shards): the store's config error
+			if rc.Directory != nil { // the shards are what the directory holds now
+				return fmt.Errorf("%w: remote: the directory's records under %q: %w", ErrConfig, DirectoryPrefix(s.ns), err)
+			}
 			return fmt.Errorf("%w: remote: %w", ErrConfig, err)
 		}
 		return fmt.Errorf("engram: remote owner %s: %w", where, err)

@@ -73,7 +73,7 @@ func TestLocalBuffers(t *testing.T) {
 func TestRemoteBuffersOffHeap(t *testing.T) {
 	r := newRand(t)
 	owner, _ := populated(t, r, map[string]table{"a": {rows: 10, rowBytes: 8}})
-	_, addr, err := serve(owner, "tcp", "")
+	_, addr, err := serve(owner, "tcp", "", "")
 	require.NoError(t, err)
 	const arena = 64 << 20
 	var store, h uint64

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/scatterkit/scatterkit/engram"
+	"github.com/scatterkit/scatterkit/tools/internal/dirspec"
 )
 
 // openConfig is sk_open's config_json (docs/capi.md).
@@ -28,10 +29,14 @@ type tableConfig struct {
 
 type remoteConfig struct {
 	// Transport is a verbs/transports name; "" means "tcp".
-	Transport   string        `json:"transport"`
-	Addr        string        `json:"addr"`
-	Shards      []shardConfig `json:"shards"`
-	BufferBytes int64         `json:"buffer_bytes"`
+	Transport string        `json:"transport"`
+	Addr      string        `json:"addr"`
+	Shards    []shardConfig `json:"shards"`
+	// Directory names a directory (package tools/internal/dirspec: a
+	// discovery file, etcd://...) whose records place the namespace's
+	// tables (engram.RemoteConfig.Directory).
+	Directory   string `json:"directory"`
+	BufferBytes int64  `json:"buffer_bytes"`
 }
 
 // shardConfig is engram.RemoteShard in config_json: rows [lo, hi) of
@@ -94,8 +99,17 @@ func parseConfig(b []byte) (engram.Config, *remoteConfig, error) {
 		if oc.Remote.Transport == "" {
 			oc.Remote.Transport = "tcp"
 		}
-		if (oc.Remote.Addr == "") == (len(oc.Remote.Shards) == 0) {
-			return engram.Config{}, nil, badArg("config_json", "remote: set exactly one of addr and shards")
+		set := 0
+		for _, b := range []bool{oc.Remote.Addr != "", len(oc.Remote.Shards) > 0, oc.Remote.Directory != ""} {
+			if b {
+				set++
+			}
+		}
+		if set != 1 {
+			return engram.Config{}, nil, badArg("config_json", "remote: set exactly one of addr, shards and directory")
+		}
+		if oc.Remote.Directory == dirspec.Off {
+			return engram.Config{}, nil, badArg("config_json", "remote.directory %q: names no directory", dirspec.Off)
 		}
 	}
 	return cfg, oc.Remote, nil

@@ -521,7 +521,7 @@ func TestCUDALifetime(t *testing.T) {
 
 	t.Run("remote", func(t *testing.T) {
 		owner, _ := populated(t, r, map[string]table{"a": {rows: 10, rowBytes: devR}})
-		srv, addr, err := serve(owner, "tcp", "")
+		srv, addr, err := serve(owner, "tcp", "", "")
 		require.NoError(t, err)
 		t.Cleanup(func() { closeServer(srv) }) // after the remote store's close
 		rs := openStore(t, configJSON(t, map[string]table{"a": {rows: 10, rowBytes: devR}}, "", map[string]any{"addr": addr}))

@@ -108,7 +108,7 @@ func requireHeader(t *testing.T, so string) string {
 	doc := docBlock(t)
 	g := declarations(t, "generated header", string(gen))
 	d := declarations(t, capiDoc, doc)
-	require.Len(t, d.protos, 28, "the functions of %s", capiDoc)
+	require.Len(t, d.protos, 29, "the functions of %s", capiDoc)
 	require.Equal(t, d.protos, g.protos, "exported prototypes (right) differ from %s's (left)", capiDoc)
 	require.Equal(t, d.errStruct, g.errStruct, "sk_error")
 	require.Equal(t, d.codes, g.codes, "error codes")

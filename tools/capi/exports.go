@@ -269,6 +269,17 @@ func sk_buffer_free(buf C.uint64_t) C.int32_t {
 //export sk_serve
 func sk_serve(store C.uint64_t, transport *C.char, addr *C.char,
 	bound *C.char, bound_len C.int32_t, server *C.uint64_t, err *C.sk_error) C.int32_t {
+	return serveExport(store, transport, addr, nil, bound, bound_len, server, err)
+}
+
+//export sk_serve_publish
+func sk_serve_publish(store C.uint64_t, transport *C.char, addr *C.char, directory *C.char,
+	bound *C.char, bound_len C.int32_t, server *C.uint64_t, err *C.sk_error) C.int32_t {
+	return serveExport(store, transport, addr, directory, bound, bound_len, server, err)
+}
+
+func serveExport(store C.uint64_t, transport *C.char, addr *C.char, directory *C.char,
+	bound *C.char, bound_len C.int32_t, server *C.uint64_t, err *C.sk_error) C.int32_t {
 	return ret(err, protect(func() error {
 		if server == nil {
 			return badArg("server", "NULL")
@@ -276,7 +287,7 @@ func sk_serve(store C.uint64_t, transport *C.char, addr *C.char,
 		if bound != nil && bound_len < 1 {
 			return badArg("bound_len", "%d: no room for the NUL", bound_len)
 		}
-		h, a, e := serve(uint64(store), goString(transport), goString(addr))
+		h, a, e := serve(uint64(store), goString(transport), goString(addr), goString(directory))
 		if e != nil {
 			return e
 		}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scatterkit/scatterkit/verbs/discovery/etcd/etcdtest"
 )
 
 // A local store served over each transport, read by a remote store opened
@@ -16,7 +19,7 @@ func TestRemote(t *testing.T) {
 			r := newRand(t)
 			tables := map[string]table{"a": {rows: 700, rowBytes: 264}, "b": {rows: 90, rowBytes: 264}}
 			owner, rows := populated(t, r, tables)
-			srv, addr, err := serve(owner, tr, "")
+			srv, addr, err := serve(owner, tr, "", "")
 			require.NoError(t, err)
 			require.NotEmpty(t, addr)
 			requireCode(t, codeIO, remove(owner, "a")) // served
@@ -73,7 +76,7 @@ func TestRemote(t *testing.T) {
 			_, err = beginPopulate(store, "a")
 			requireCode(t, codeNotSup, err)
 			requireCode(t, codeNotSup, remove(store, "a"))
-			_, _, err = serve(store, tr, "")
+			_, _, err = serve(store, tr, "", "")
 			requireCode(t, codeInval, err)
 
 			// The arena runs out.
@@ -107,16 +110,64 @@ func TestRemote(t *testing.T) {
 func TestServeClosedWithStore(t *testing.T) {
 	r := newRand(t)
 	owner, _ := populated(t, r, map[string]table{"a": {rows: 10, rowBytes: 8}})
-	srv, _, err := serve(owner, "tcp", "127.0.0.1:0")
+	srv, _, err := serve(owner, "tcp", "127.0.0.1:0", "")
 	require.NoError(t, err)
-	_, _, err = serve(owner, "udp", "")
+	_, _, err = serve(owner, "udp", "", "")
 	requireCode(t, codeInval, err)
 	require.NoError(t, closeStore(owner))
 	requireCode(t, codeClosed, closeServer(srv))
-	_, _, err = serve(owner, "tcp", "")
+	_, _, err = serve(owner, "tcp", "", "")
 	requireCode(t, codeClosed, err)
 
 	empty := openStore(t, configJSON(t, map[string]table{"a": {rows: 10, rowBytes: 8}}, t.TempDir(), nil))
-	_, _, err = serve(empty, "tcp", "")
+	_, _, err = serve(empty, "tcp", "", "")
 	requireCode(t, codeIO, err) // nothing populated to serve
+}
+
+// A server published into a directory (sk_serve_publish), read by a store
+// opened with {"directory": ...}: over a discovery file here and over a
+// real etcd server; bad specs fail SK_EINVAL and serve nothing; closing
+// the server withdraws its records, after which opening by directory
+// fails.
+func TestServePublished(t *testing.T) {
+	srv, err := etcdtest.Start()
+	require.NoError(t, err)
+	defer srv.Close()
+	for _, dir := range []string{filepath.Join(t.TempDir(), "d.json"), srv.URI("/capi-test/", "ttl=2s")} {
+		r := newRand(t)
+		tables := map[string]table{"a": {rows: 300, rowBytes: 264}}
+		owner, rows := populated(t, r, tables)
+		for _, bad := range []string{"off", "http://h:1/x", "etcd://h:0/x"} {
+			_, _, err := serve(owner, "tcp", "", bad)
+			requireCode(t, codeInval, err)
+		}
+		sh, _, err := serve(owner, "tcp", "", dir)
+		require.NoError(t, err)
+		store := openStore(t, configJSON(t, tables, "", map[string]any{"directory": dir, "buffer_bytes": 1 << 20}))
+		const T, K = 8, 2
+		cols := newCols(t, store, "a", "a")
+		ids := make([]int64, T*K)
+		for i := range ids {
+			ids[i] = r.Int64N(300)
+		}
+		n := T * K * 264
+		bh, p, err := newBuffer(store, int64(n))
+		require.NoError(t, err)
+		out := buffers.get(bh).bytes()
+		want := make([]byte, n)
+		refLookup(rows, 264, []string{"a", "a"}, ids, T, K, 0, 264, T*264, nil, want)
+		a := lookupArgs{store: store, cols: cols, t: T, k: K, ids: ptr(ids), idBits: 64,
+			out: p, outLen: int64(n), tStride: 264, kStride: T * 264}
+		require.NoError(t, lookup(&a))
+		require.Equal(t, want, out, dir)
+		require.NoError(t, closeStore(store))
+
+		require.NoError(t, closeServer(sh))
+		_, err = open(configJSON(t, tables, "", map[string]any{"directory": dir}))
+		requireCode(t, codeNoTable, err) // no record of table a is left
+	}
+	_, err = open(configJSON(t, map[string]table{"a": {rows: 1, rowBytes: 1}}, "", map[string]any{"directory": "off"}))
+	requireCode(t, codeInval, err)
+	_, err = open(configJSON(t, map[string]table{"a": {rows: 1, rowBytes: 1}}, "", map[string]any{"directory": "x", "addr": "y"}))
+	requireCode(t, codeInval, err)
 }

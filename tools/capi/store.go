@@ -6,7 +6,9 @@ import (
 	"sync"
 
 	"github.com/scatterkit/scatterkit/engram"
+	"github.com/scatterkit/scatterkit/tools/internal/dirspec"
 	"github.com/scatterkit/scatterkit/verbs"
+	"github.com/scatterkit/scatterkit/verbs/discovery"
 	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
@@ -95,6 +97,19 @@ func open(configJSON []byte) (uint64, error) {
 		cfg.Remote = &engram.RemoteConfig{Transport: tr, Addr: rc.Addr, BufferBytes: rc.BufferBytes}
 		for _, sh := range rc.Shards {
 			cfg.Remote.Shards = append(cfg.Remote.Shards, engram.RemoteShard{Table: sh.Table, Served: sh.Served, Lo: sh.Lo, Hi: sh.Hi, Addrs: sh.Addrs})
+		}
+		if rc.Directory != "" {
+			// The records place the tables at open; the store keeps no
+			// use of the directory after that.
+			d, err := dirspec.Open(context.Background(), rc.Directory)
+			if err != nil {
+				if errors.Is(err, dirspec.ErrSpec) {
+					err = badArg("config_json", "remote.directory: %v", err)
+				}
+				return 0, errors.Join(err, tr.Close())
+			}
+			defer d.Close()
+			cfg.Remote.Directory = d
 		}
 	}
 	s, err := engram.Open(context.Background(), cfg)
@@ -205,18 +220,25 @@ func remove(h uint64, name string) error {
 // serverObj is a Server and the transport it serves on (which the
 // Server does not close).
 type serverObj struct {
-	st *storeObj
-	sv *engram.Server
-	tr verbs.Transport
+	st  *storeObj
+	sv  *engram.Server
+	tr  verbs.Transport
+	dir discovery.Directory // sk_serve_publish's, nil for sk_serve
 }
 
+// release closes the server (which withdraws its records), then its
+// directory and transport.
 func (o *serverObj) release() error {
-	return errors.Join(o.sv.Close(), o.tr.Close())
+	err := o.sv.Close()
+	if o.dir != nil {
+		err = errors.Join(err, o.dir.Close())
+	}
+	return errors.Join(err, o.tr.Close())
 }
 
-// serve is sk_serve; addr "" is a listen address only this host reaches
-// (transports.LocalAddr).
-func serve(h uint64, transport, addr string) (uint64, string, error) {
+// serve is sk_serve and sk_serve_publish (directory "": none); addr "" is
+// a listen address only this host reaches (transports.LocalAddr).
+func serve(h uint64, transport, addr, directory string) (uint64, string, error) {
 	st, err := getStore(h)
 	if err != nil {
 		return 0, "", err
@@ -226,15 +248,31 @@ func serve(h uint64, transport, addr string) (uint64, string, error) {
 			return 0, "", err
 		}
 	}
-	tr, err := transports.New(transport, transports.Config{})
+	if directory == dirspec.Off {
+		return 0, "", badArg("directory", "%q names no directory (sk_serve publishes nothing)", directory)
+	}
+	dir, err := dirspec.Open(context.Background(), directory)
 	if err != nil {
+		if errors.Is(err, dirspec.ErrSpec) {
+			err = badArg("directory", "%v", err)
+		}
 		return 0, "", err
 	}
-	sv, err := st.s.Serve(engram.ServeConfig{Transport: tr, Addr: addr})
+	tr, err := transports.New(transport, transports.Config{})
 	if err != nil {
+		if dir != nil {
+			err = errors.Join(err, dir.Close())
+		}
+		return 0, "", err
+	}
+	sv, err := st.s.Serve(engram.ServeConfig{Transport: tr, Addr: addr, Directory: dir})
+	if err != nil {
+		if dir != nil {
+			err = errors.Join(err, dir.Close())
+		}
 		return 0, "", errors.Join(err, tr.Close())
 	}
-	o := &serverObj{st: st, sv: sv, tr: tr}
+	o := &serverObj{st: st, sv: sv, tr: tr, dir: dir}
 	sh, err := adopt(st, servers, o, serversOf)
 	if err != nil {
 		return 0, "", errors.Join(err, o.release())

@@ -22,7 +22,15 @@ const (
 	childArgsEnv = "ENGRAMCTL_TEST_ARGS"
 )
 
+// serveChildEnv makes the test binary run engramctl with the arguments it
+// holds (tab-separated), without pausing: the owner processes of
+// cluster_test.go.
+const serveChildEnv = "ENGRAMCTL_TEST_SERVE"
+
 func TestMain(m *testing.M) {
+	if args := os.Getenv(serveChildEnv); args != "" {
+		os.Exit(run(context.Background(), strings.Split(args, "\t"), os.Stdout, os.Stderr))
+	}
 	if os.Getenv(childEnv) != "" {
 		in := bufio.NewReader(os.Stdin)
 		manifestWritten = func() {

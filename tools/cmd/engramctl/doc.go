@@ -9,11 +9,11 @@
 //
 //	engramctl create   -dir D -ns N -table NAME:ROWS:ROWBYTES [-table ...]
 //	engramctl populate -dir D -ns N -table NAME (-from FILE | -gen SEED)
-//	engramctl inspect  -dir D -ns N
+//	engramctl inspect  -dir D -ns N [-discovery FILE|URI]
 //	engramctl verify   -dir D -ns N [-table NAME]
 //	engramctl lookup   -dir D -ns N -table NAME[,NAME...] -ids 1,2,-1,...
 //	engramctl bench    -dir D -ns N -table NAME [-t 4096] [-k 24] [-reps 20]
-//	engramctl serve    -dir D -ns N [-transport tcp|shm] [-listen ADDR] [-discovery FILE]
+//	engramctl serve    -dir D -ns N [-transport tcp|shm] [-listen ADDR] [-discovery FILE|URI]
 //
 // A table spread over owners by row ranges is declared per shard as
 // NAME:ROWS:ROWBYTES:TABLE@FIRSTROW (rows [FIRSTROW, FIRSTROW+ROWS) of
@@ -22,12 +22,16 @@
 // holds the whole TABLE (or a file of exactly the shard). serve serves the
 // namespace's populated tables (engram Store.Serve) until SIGINT or
 // SIGTERM, publishing one record per table, with its shard's place, in a
-// discovery file (default scatterd's: /dev/shm/scatterkit-discovery.json,
-// or the temporary directory's where /dev/shm is missing); it prints a
-// JSON ready line with its address. A remote store opened with
-// engram.RemoteConfig.Directory on that file finds every shard's owners
-// (replicas: every owner serving the same shard) by namespace. inspect
-// -discovery FILE also lists the namespace's records.
+// directory: a discovery file (default scatterd's:
+// /dev/shm/scatterkit-discovery.json, or the temporary directory's where
+// /dev/shm is missing) for the owners of one host, or an etcd cluster for
+// many hosts, -discovery etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=D]
+// (etcds:// for TLS; the records live under PREFIX, each on a lease of
+// ttl, default 10s, so a dead owner's records vanish after it); it prints
+// a JSON ready line with its address. A remote store opened with
+// engram.RemoteConfig.Directory on that directory finds every shard's
+// owners (replicas: every owner serving the same shard) by namespace.
+// inspect -discovery FILE|URI also lists the namespace's records.
 //
 // A table is declared when the namespace's tables.json lists it (name,
 // rows, row size); only create declares tables. A snapshot file in the

@@ -33,11 +33,11 @@ const usage = `usage: engramctl COMMAND [flags]
 commands:
   create    declare tables:          -dir D -ns N -table NAME:ROWS:ROWBYTES [-table ...]
   populate  fill a declared table:   -dir D -ns N -table NAME (-from FILE | -gen SEED)
-  inspect   list tables and headers: -dir D -ns N [-discovery FILE]
+  inspect   list tables and headers: -dir D -ns N [-discovery FILE|etcd://...]
   verify    check declared tables:   -dir D -ns N [-table NAME]
   lookup    print rows:              -dir D -ns N -table NAME[,NAME...] -ids I,I,...
   bench     measure lookups:         -dir D -ns N -table NAME [-t 4096] [-k 24] [-reps 20]
-  serve     serve populated tables:  -dir D -ns N [-transport tcp] [-listen ADDR] [-discovery FILE]
+  serve     serve populated tables:  -dir D -ns N [-transport tcp] [-listen ADDR] [-discovery FILE|etcd://...]
 
 run "engramctl COMMAND -h" for a command's flags.
 `
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err = cmdPopulate(ctx, *dir, *ns, *table, *from, *gen, stdout)
 	case "inspect":
-		disc := fs.String("discovery", "", "also list the namespace's records in this discovery file (engramctl serve, engram.ServeConfig.Directory)")
+		disc := fs.String("discovery", "", "also list the namespace's records in this directory: a discovery file or etcd://HOST:PORT/PREFIX (engramctl serve, engram.ServeConfig.Directory)")
 		if !parse(fs, args, dir) {
 			return 2
 		}
@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		transport := fs.String("transport", "tcp", "transport: tcp or shm")
 		listen := fs.String("listen", "", "address to listen at (default: tcp 127.0.0.1:0, shm an abstract name)")
-		disc := fs.String("discovery", owner.DefaultDirectory(), "discovery file the served tables are published in (\"off\": none)")
+		disc := fs.String("discovery", owner.DefaultDirectory(), "directory the served tables are published in: a discovery file or etcd://HOST:PORT[,...]/PREFIX[?ttl=D] (\"off\": none)")
 		staging := fs.Int64("staging", 64<<20, "gather service staging bytes")
 		if !parse(fs, args, dir) {
 			return 2

@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/scatterkit/scatterkit/engram"
-	"github.com/scatterkit/scatterkit/verbs/discovery"
+	"github.com/scatterkit/scatterkit/tools/internal/dirspec"
 	"github.com/scatterkit/scatterkit/verbs/transports"
 )
 
 // cmdServe serves the namespace's populated tables until ctx ends or the
 // process gets SIGINT or SIGTERM, publishing a record per table (with
-// its shard's place, from the manifest) in the discovery file, so remote
+// its shard's place, from the manifest) in the directory disc names
+// (a discovery file or an etcd URI, package dirspec), so remote
 // stores find the tables by namespace.
 func cmdServe(ctx context.Context, dir, ns, transport, listen, disc string, staging int64, stdout io.Writer) error {
 	s, m, err := openStore(ctx, dir, ns, nil, engram.PinBestEffort)
@@ -43,11 +44,11 @@ func cmdServe(ctx context.Context, dir, ns, transport, listen, disc string, stag
 			cfg.Shards[name] = engram.ShardOf{Table: t.ShardOf.Table, Lo: t.ShardOf.Lo}
 		}
 	}
-	if disc != "off" {
-		d, err := discovery.NewFile(disc)
-		if err != nil {
-			return err
-		}
+	d, err := dirspec.Open(ctx, disc)
+	if err != nil {
+		return err
+	}
+	if d != nil {
 		defer d.Close()
 		cfg.Directory = d
 	}
@@ -57,7 +58,7 @@ func cmdServe(ctx context.Context, dir, ns, transport, listen, disc string, stag
 	}
 	defer srv.Close()
 	ready, _ := json.Marshal(map[string]any{"event": "ready", "namespace": ns, "transport": transport, "addr": srv.Addr(),
-		"tables": srv.Tables(), "discovery": disc, "pid": os.Getpid()})
+		"tables": srv.Tables(), "discovery": dirspec.Describe(disc), "pid": os.Getpid()})
 	fmt.Fprintf(stdout, "%s\n", ready)
 	sctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -65,19 +66,23 @@ func cmdServe(ctx context.Context, dir, ns, transport, listen, disc string, stag
 	return srv.Close()
 }
 
-// cmdRecords lists the records of namespace ns in the discovery file: one
+// cmdRecords lists the records of namespace ns in the directory disc
+// names: one
 // line per served table and owner.
 func cmdRecords(ctx context.Context, disc, ns string, stdout io.Writer) error {
-	d, err := discovery.NewFile(disc)
+	d, err := dirspec.Open(ctx, disc)
 	if err != nil {
 		return err
+	}
+	if d == nil {
+		return nil
 	}
 	defer d.Close()
 	recs, err := d.List(ctx, engram.DirectoryPrefix(ns))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "served in %s: %d record(s)\n", disc, len(recs))
+	fmt.Fprintf(stdout, "served in %s: %d record(s)\n", dirspec.Describe(disc), len(recs))
 	for _, r := range recs {
 		served := strings.TrimPrefix(r.Name, engram.DirectoryPrefix(ns))
 		if i := strings.LastIndexByte(served, '/'); i > 0 {

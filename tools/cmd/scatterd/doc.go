@@ -28,7 +28,11 @@
 //	                     write (default: tcp every peer that reaches -listen, ucx this host's only)
 //	-read-net N,...      tcp, ucx: networks whose peers may connect and only read
 //	-name NAME           discovery record name (default scatterd/PID)
-//	-discovery PATH      discovery file (default /dev/shm/scatterkit-discovery.json); "off": none
+//	-discovery SPEC      where the record is published: a discovery file (default
+//	                     /dev/shm/scatterkit-discovery.json, one host), or an etcd
+//	                     cluster, etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=D&timeout=D]
+//	                     (etcds://...&cacert=F&cert=F&key=F for TLS; the record lives on
+//	                     a lease of ttl, default 10s); "off": none
 //	-bench-control       serve the pack-only benchmark method
 //	-stdin-eof           shut down when standard input ends (for a parent process)
 //	-quiet               print only the JSON events

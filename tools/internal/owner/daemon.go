@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scatterkit/scatterkit/tools/internal/dirspec"
 	"github.com/scatterkit/scatterkit/tools/internal/units"
-	"github.com/scatterkit/scatterkit/verbs/discovery"
 )
 
 // ReadyEvent is the JSON line Main prints on stdout once the owner serves.
@@ -182,7 +182,7 @@ func parse(name string, args []string, out io.Writer) (options, error) {
 	fs.Var(netsFlag{&c.ReadNets}, "read-net", "tcp, ucx: comma-separated networks (CIDR) whose peers may connect and only read")
 	fs.BoolVar(&c.NoHugePages, "no-huge-pages", false, "skip the transparent huge page advice for generated tcp data")
 	fs.StringVar(&c.Name, "name", fmt.Sprintf("scatterd/%d", os.Getpid()), "discovery record name")
-	fs.StringVar(&o.directory, "discovery", DefaultDirectory(), "discovery directory file (file backend); \"off\" publishes nothing")
+	fs.StringVar(&o.directory, "discovery", DefaultDirectory(), "directory to publish in: a discovery file, etcd://HOST:PORT[,...]/PREFIX[?ttl=D] or etcds://... (cluster); \"off\" publishes nothing")
 	fs.BoolVar(&c.BenchControl, "bench-control", false, "serve the pack-only benchmark method (owner package doc, # Format)")
 	fs.BoolVar(&o.stdinEOF, "stdin-eof", false, "shut down when standard input reaches end of file (for a parent process)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the JSON events")
@@ -227,9 +227,12 @@ func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdo
 		}()
 	}
 	if o.directory != "" {
-		dir, err := discovery.NewFile(o.directory)
+		dir, err := dirspec.Open(ctx, o.directory)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: discovery %s: %v\n", name, o.directory, err)
+			fmt.Fprintf(stderr, "%s: discovery %s: %v\n", name, dirspec.Describe(o.directory), err)
+			if errors.Is(err, dirspec.ErrSpec) {
+				return 2
+			}
 			return 1
 		}
 		defer dir.Close()
@@ -249,7 +252,7 @@ func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdo
 		return 1
 	}
 	in := own.Info()
-	ev := ReadyEvent{Event: "ready", Name: in.Name, Directory: o.directory, Revision: in.Revision,
+	ev := ReadyEvent{Event: "ready", Name: in.Name, Directory: dirspec.Describe(o.directory), Revision: in.Revision,
 		Transport: in.Transport, Addr: in.Addr, Pid: in.Pid, StagingBytes: in.StagingBytes,
 		StagingSlots: in.StagingSlots, PackWorkers: in.PackWorkers, CalibrationFallback: in.CalibrationFallback}
 	for _, r := range in.Regions {
@@ -269,7 +272,7 @@ func Main(ctx context.Context, name string, args []string, stdin io.Reader, stdo
 			name, in.Regions[0].Name, in.Transport, in.Addr, units.FormatBytes(int64(in.Regions[0].Len)), src,
 			units.FormatBytes(in.StagingBytes), in.StagingSlots, in.PackWorkers)
 		if in.Name != "" {
-			fmt.Fprintf(stderr, "%s: published %q (revision %d) in %s; stop with SIGINT or SIGTERM\n", name, in.Name, in.Revision, o.directory)
+			fmt.Fprintf(stderr, "%s: published %q (revision %d) in %s; stop with SIGINT or SIGTERM\n", name, in.Name, in.Revision, dirspec.Describe(o.directory))
 		}
 	}
 	trimCtx, stopTrim := context.WithCancel(ctx)

@@ -192,6 +192,7 @@ _SIGNATURES = {
     "sk_buffer_new": (i32, [u64, i64, P(u64), P(vp), P(sk_error)]),
     "sk_buffer_free": (i32, [u64]),
     "sk_serve": (i32, [u64, cp, cp, cp, i32, P(u64), P(sk_error)]),
+    "sk_serve_publish": (i32, [u64, cp, cp, cp, cp, i32, P(u64), P(sk_error)]),
     "sk_server_close": (i32, [u64, P(sk_error)]),
     "sk_bench_lookup": (
         i32,

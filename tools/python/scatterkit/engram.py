@@ -256,21 +256,35 @@ def _shard_config(i: int, sh: Any) -> dict:
     return out
 
 
+# remote= strings that name a directory of owners rather than one owner.
+_DIRECTORY_SCHEMES = ("etcd", "etcds", "file")
+
+
 def _remote_config(remote: Any, buffer_bytes: int | None) -> dict:
     if isinstance(remote, Server):
         remote = remote.url
     if isinstance(remote, str):
         scheme, sep, addr = remote.partition("://")
         if not sep or not scheme or not addr:
-            raise ValueError(f"scatterkit: remote {remote!r}: want 'tcp://host:port', 'shm://addr' or 'ucx://host:port'")
-        cfg = {"transport": scheme, "addr": addr}
+            raise ValueError(
+                f"scatterkit: remote {remote!r}: want 'tcp://host:port', 'shm://addr', 'ucx://host:port' "
+                "or a directory, 'etcd://host:port/prefix'"
+            )
+        if scheme in _DIRECTORY_SCHEMES:
+            cfg = {"directory": remote}
+        else:
+            cfg = {"transport": scheme, "addr": addr}
     elif isinstance(remote, Mapping):
-        unknown = set(remote) - {"transport", "addr", "shards", "buffer_bytes"}
+        unknown = set(remote) - {"transport", "addr", "shards", "directory", "buffer_bytes"}
         if unknown:
-            raise ValueError(f"scatterkit: remote: unknown keys {sorted(unknown)}; want transport, addr or shards, buffer_bytes")
+            raise ValueError(
+                f"scatterkit: remote: unknown keys {sorted(unknown)}; want transport, addr, shards or directory, buffer_bytes"
+            )
         cfg = dict(remote)
-        if bool(cfg.get("addr")) == bool(cfg.get("shards")):
-            raise ValueError("scatterkit: remote: set exactly one of addr and shards")
+        if sum(bool(cfg.get(k)) for k in ("addr", "shards", "directory")) != 1:
+            raise ValueError("scatterkit: remote: set exactly one of addr, shards and directory")
+        if cfg.get("directory"):
+            cfg["directory"] = os.fspath(cfg["directory"])
         if cfg.get("shards"):
             cfg["shards"] = [_shard_config(i, sh) for i, sh in enumerate(cfg["shards"])]
     else:
@@ -1135,14 +1149,23 @@ class EngramStore:
             return torch.from_numpy(arr)
         raise ValueError(f"scatterkit: like={like!r}: want None, 'numpy', 'torch' or 'cuda'")
 
-    def serve(self, transport: str = "tcp", addr: str = "") -> Server:
+    def serve(self, transport: str = "tcp", addr: str = "", directory: str | os.PathLike | None = None) -> Server:
         """Serve this local store's populated tables to remote stores (for
         tests and owners; scatterd is the daemon). addr "" picks a local
-        one. Closing the store closes its servers."""
+        one. With directory (an etcd URI, "etcd://host:2379/prefix", or a
+        discovery file path) a record per table is published there, so
+        stores opened with remote="etcd://..." find it by namespace;
+        closing the server withdraws them. Closing the store closes its
+        servers."""
         self._check_open()
         err, h = sk_error(), _u64()
         bound = ctypes.create_string_buffer(512)
-        _capi.check(self._lib.serve(self._hc.value, transport.encode(), addr.encode(), bound, len(bound), h, err), err, "serve")
+        if directory is None:
+            rc = self._lib.serve(self._hc.value, transport.encode(), addr.encode(), bound, len(bound), h, err)
+        else:
+            d = os.fspath(directory).encode()
+            rc = self._lib.serve_publish(self._hc.value, transport.encode(), addr.encode(), d, bound, len(bound), h, err)
+        _capi.check(rc, err, "serve")
         sv = Server(self._native, h.value, transport, bound.value.decode())
         self._servers.append(sv)
         return sv

@@ -185,7 +185,7 @@ def test_remote_sharded(make_store, rng):
                 out = c.empty(64, 8)
                 c.lookup(("a",) * 8, ids, out)
                 assert (out == rows[ids]).all(), f"owner a closed: {closed}"
-        with pytest.raises(ValueError, match="exactly one of addr and shards"):
+        with pytest.raises(ValueError, match="exactly one of addr, shards and directory"):
             EngramStore(tables={"a": {"num_rows": 800, "row_bytes": R}}, namespace="shard", remote={"transport": "tcp"})
         with pytest.raises(ValueError, match="addrs"):
             EngramStore(
@@ -193,6 +193,40 @@ def test_remote_sharded(make_store, rng):
                 namespace="shard",
                 remote={"shards": [{"table": "a", "lo": 0, "hi": 800, "addrs": "x"}]},
             )
+    finally:
+        sa.close()
+        sb.close()
+
+
+def test_remote_by_directory(make_store, rng, tmp_path):
+    """Two owners serve the same table (replicas) and publish it in a
+    discovery file; stores opened by namespace from the file alone (the
+    "file://" string form and the dict form) read it, also after one owner
+    closed; once both closed, opening by the directory raises."""
+    rows = random_rows(rng, 500, R)
+    a, _ = make_store({"t": (500, R)}, populate=False, namespace="dirns")
+    a.populate("t", rows)
+    b, _ = make_store({"t": (500, R)}, populate=False, namespace="dirns")  # the same directory: a's snapshot
+    disc = tmp_path / "discovery.json"
+    sa, sb = a.serve("tcp", directory=disc), b.serve("tcp", directory=str(disc))
+    tables = {"t": {"num_rows": 500, "row_bytes": R}}
+    try:
+        for remote in (f"file://{disc}", {"directory": disc, "transport": "tcp"}):
+            with EngramStore(tables=tables, namespace="dirns", remote=remote) as c:
+                for closed in (False, True):
+                    if closed and remote != f"file://{disc}":
+                        sa.close()
+                    ids = rng.integers(0, 500, (32, 4))
+                    out = c.empty(32, 4)
+                    c.lookup(("t",) * 4, ids, out)
+                    assert (out == rows[ids]).all()
+        sb.close()
+        with pytest.raises(KeyError):
+            EngramStore(tables=tables, namespace="dirns", remote={"directory": disc})
+        with pytest.raises(ValueError, match="exactly one of addr, shards and directory"):
+            EngramStore(tables=tables, namespace="dirns", remote={"directory": disc, "addr": "127.0.0.1:1"})
+        with pytest.raises(ValueError):
+            a.serve("tcp", directory="http://nowhere/")
     finally:
         sa.close()
         sb.close()

@@ -14,8 +14,16 @@
 // Watch reads the keys under a prefix, then watches them from the next
 // revision.
 //
-// The directory does not own the client: close it after the directory.
-// Closing the client first is what a crash looks like to the cluster.
+// The directory New makes does not own the client: close it after the
+// directory. Closing the client first is what a crash looks like to the
+// cluster. Dial makes both from a URI and its Close closes both:
+//
+//	etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...][/PREFIX][?ttl=10s&timeout=5s]
+//	etcds://...?cacert=ca.pem&cert=client.pem&key=client-key.pem
+//
+// (see ParseURI); it reads the prefix once before returning, so an
+// unreachable cluster is an *UnreachableError at Dial, not a stall later.
+// Package etcdtest embeds a real server for tests.
 //
 // # Format
 //

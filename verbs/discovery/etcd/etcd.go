@@ -107,6 +107,8 @@ type Directory struct {
 	prefix  string
 	ttl     time.Duration
 	timeout time.Duration
+	// ownsClient: made by Dial, whose client Close closes.
+	ownsClient bool
 
 	ctx    context.Context // canceled by Close; ends watches
 	cancel context.CancelFunc
@@ -442,7 +444,7 @@ func (d *Directory) watch(wctx, ctx context.Context, prefix string, yield func(d
 
 // Close implements discovery.Directory: it revokes the leases of the
 // registrations made through it (deleting their records) and ends its
-// watches. It does not close the client.
+// watches. It closes the client only when Dial made it.
 func (d *Directory) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -470,6 +472,11 @@ func (d *Directory) Close() error {
 		})
 	}
 	wg.Wait()
+	if d.ownsClient {
+		if err := d.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -2,15 +2,14 @@ package etcd_test
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
+
+	"github.com/scatterkit/scatterkit/verbs/discovery/etcd/etcdtest"
 )
 
 // server is the etcd server shared by the tests of this binary (a fresh key
@@ -18,8 +17,7 @@ import (
 // fuzz target) start none, and stops in TestMain.
 var server struct {
 	once     sync.Once
-	e        *embed.Etcd
-	dir      string
+	s        *etcdtest.Server
 	endpoint string
 	err      error
 }
@@ -30,15 +28,11 @@ func serverEndpoint(t testing.TB) string {
 	t.Helper()
 	server.once.Do(func() {
 		start := time.Now()
-		server.dir, server.err = os.MkdirTemp("", "discovery-etcd-*")
+		server.s, server.err = etcdtest.Start()
 		if server.err != nil {
 			return
 		}
-		server.e, server.err = startEtcd(server.dir)
-		if server.err != nil {
-			return
-		}
-		server.endpoint = server.e.Clients[0].Addr().String()
+		server.endpoint = server.s.Endpoint()
 		t.Logf("embedded etcd at %s ready in %v", server.endpoint, time.Since(start).Round(time.Millisecond))
 	})
 	if server.err != nil {
@@ -49,11 +43,8 @@ func serverEndpoint(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if server.e != nil {
-		server.e.Close()
-	}
-	if server.dir != "" {
-		os.RemoveAll(server.dir)
+	if server.s != nil {
+		server.s.Close()
 	}
 	if code == 0 {
 		if err := goleak.Find(leakOptions...); err != nil {
@@ -62,38 +53,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// startEtcd starts a single-member etcd on loopback with ports chosen by the
-// kernel (port 0), a data folder under dir, fast ticks and no logs.
-func startEtcd(dir string) (*embed.Etcd, error) {
-	cfg := embed.NewConfig()
-	cfg.Name = "discovery-test"
-	cfg.Dir = dir
-	loop := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls = []url.URL{loop}
-	cfg.AdvertiseClientUrls = []url.URL{loop}
-	cfg.ListenPeerUrls = []url.URL{loop}
-	cfg.AdvertisePeerUrls = []url.URL{loop}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.TickMs = 10
-	cfg.ElectionMs = 100
-	cfg.UnsafeNoFsync = true // a test server: nothing to keep
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-		return e, nil
-	case err := <-e.Err():
-		e.Close()
-		return nil, err
-	case <-time.After(30 * time.Second):
-		e.Close()
-		return nil, fmt.Errorf("etcd not ready in 30 s")
-	}
 }
 
 // leakOptions lists goroutines allowed to outlive the tests. None: once the
