@@ -125,7 +125,13 @@
 // acknowledged before the reply), and holds no staging. The destination
 // must still be exposed: the owner validates the command the same way.
 // For such an operation Trace.Inline is set and Trace.Window is the
-// owner's packing plus the engine's copy.
+// owner's packing plus the engine's copy. Since the owner posts no WRITE
+// per destination run, ModeAuto weighs an inline gather against direct
+// also when the destination is fragmented (its runs shorter than
+// Config.MinRunFragments fragments, as in one owner's part of a lookup
+// split over several): the gather front, the owner's packing, the payload
+// once over the link and this side's copy into the runs (R_copy per run,
+// B_mem per byte).
 //
 // Gather WRITE: the engine packs the fragments into its own staging
 // (Config.Staging, exposed on the Conn with AccessRemoteRead) chunk by

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -42,6 +43,12 @@ func TestAdaptiveChoice(t *testing.T) {
 				{"few-large", mixedPlan(r, tableBytes, 0, 0, 6, 256<<10), engine.ModeDirect},
 				// Small spans of 285-300 B share one size class.
 				{"mixed", mixedPlan(r, tableBytes, 3000, 300, 4, 128<<10), pick(engine.ModeHybrid)},
+				// One owner's part of a lookup split over three (the rows
+				// of the others -1): ~128 rows whose destinations are
+				// runs of one or two rows. Small enough for an inline
+				// reply, which the requester copies into the runs: no
+				// WRITE per run, so gather still wins.
+				{"fragmented-inline", maskedPlan(r, 384, 3), pick(engine.ModeGather)},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					// A fresh connection: no moving measurements yet, so the
@@ -57,13 +64,16 @@ func TestAdaptiveChoice(t *testing.T) {
 						require.Positive(t, res.Trace.Chunks)
 						require.NotEmpty(t, res.Split.String())
 					case engine.ModeGather:
+						if tc.name == "fragmented-inline" {
+							require.True(t, res.Trace.Inline, "the fragmented destination's bytes came in the reply")
+						}
 						require.Zero(t, res.Trace.DirectRequests)
 						require.Positive(t, res.Trace.Window)
 						require.Positive(t, res.Trace.WindowGoodput())
 						require.Contains(t, res.Decision.String(), "gather")
 					case engine.ModeDirect:
 						if !mapped {
-							require.Equal(t, 6, res.Trace.DirectRequests)
+							require.Equal(t, int(res.Fragments), res.Trace.DirectRequests)
 							require.Zero(t, res.Trace.Mapped)
 							require.Zero(t, res.Trace.Chunks)
 							break
@@ -208,4 +218,23 @@ func TestGatherOverlapsPackingAndWindow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// maskedPlan is a rows plan of n random 264-byte rows with all but one in
+// every keep of them -1 (at random), so the carrying rows' destinations
+// are short runs: one owner's part of a plan split over keep owners.
+func maskedPlan(r *rand.Rand, n, keep int) *planfmt.Plan {
+	p := rowsPlan(r, tableBytes, n, 264, 0, 0)
+	carrying := 0
+	for i := range p.Rows.IDs32 {
+		if r.IntN(keep) != 0 {
+			p.Rows.IDs32[i] = -1
+		} else {
+			carrying++
+		}
+	}
+	if carrying == 0 {
+		p.Rows.IDs32[0] = 0
+	}
+	return p
 }

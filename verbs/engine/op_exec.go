@@ -322,9 +322,12 @@ func (op *Operation) decide() {
 			op.g.staged = staged
 		case op.dec.Mode == ModeGather && (runsOK || staged):
 			op.mode, op.g.staged = ModeGather, staged
-		case op.g.inline && runsOK && float64(inlineTime(p, g))*(1+p.Margin) < float64(op.dec.Direct.Total):
+		case op.g.inline && float64(inlineTime(p, g)+op.inlineScatterTime(p, runsOK))*(1+p.Margin) < float64(op.dec.Direct.Total):
 			// The model's T_gather counts a bulk round trip an inline
-			// reply does not pay: price the inline path on its own.
+			// reply does not pay, and for a fragmented destination a
+			// WRITE per run it does not post either (the reply's bytes
+			// are copied into the runs here): price the inline path on
+			// its own.
 			op.mode = ModeGather
 		}
 	}
@@ -400,6 +403,25 @@ func (op *Operation) stagedInlineMax(info *OwnerInfo) int64 {
 		return 0
 	}
 	return lim
+}
+
+// inlineScatterTime predicts copying an inline reply's payload into the
+// destination's runs on this side when they are fragmented (runsOK false;
+// a few long runs cost nothing beside the link): every run at R_copy and
+// the bytes at B_mem of one worker, from this engine's calibration, or
+// else the owner's packing figures (the same kind of copy).
+func (op *Operation) inlineScatterTime(p costmodel.Params, runsOK bool) time.Duration {
+	if runsOK {
+		return 0
+	}
+	bmem, rcopy := p.BMem, p.RCopy
+	if op.e.calOK {
+		bmem, rcopy = op.e.local.BMem, op.e.local.RCopy
+	}
+	if !(bmem > 0) || !(rcopy > 0) {
+		return costmodel.Forever
+	}
+	return time.Duration((float64(op.geom.Runs)/rcopy + float64(op.geom.Bytes)/bmem) * 1e9)
 }
 
 // inlineTime predicts a READ gather answered inline: the gather front

@@ -274,11 +274,21 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 	var sides []*side
 	// A sharded workload: the table's rows over w.Owners owners, and one
 	// more side reading the whole table from the one owner (its ceiling).
+	// With -owner process the shards' owners and the one owner of the
+	// whole table are processes of their own (EngramOwnerMain), so that
+	// the owners' work and the requester's do not share one runtime.
 	var shards []engram.RemoteShard
 	var one *side
+	oneAddr, ownerKind := srv.Addr(), OwnerInproc
 	if w.Owners > 1 {
 		var stop func() error
-		if shards, stop, err = r.shardOwners(ctx, e, transport, w.Owners); err != nil {
+		if c.Owner == OwnerProcess {
+			ownerKind = OwnerProcess
+			shards, oneAddr, stop, err = r.shardOwnerProcs(ctx, e, transport, w.Owners)
+		} else {
+			shards, stop, err = r.shardOwners(ctx, e, transport, w.Owners)
+		}
+		if err != nil {
 			return res, err
 		}
 		defer func() { err = errors.Join(err, stop()) }()
@@ -306,14 +316,14 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 		}
 		sd := &side{mode: m, eng: eng}
 		sides = append(sides, sd)
-		rc := &engram.RemoteConfig{Transport: reqT, Addr: srv.Addr(), BufferBytes: max(int64(T*K*R)*2, 1<<20), Mode: m.Verbs,
+		rc := &engram.RemoteConfig{Transport: reqT, Addr: oneAddr, BufferBytes: max(int64(T*K*R)*2, 1<<20), Mode: m.Verbs,
 			Connect: verbs.ConnectOptions{Lanes: c.Lanes}, Engine: eng}
 		if shards != nil && m.Name != CeilingOneOwner {
 			rc.Addr, rc.Shards = "", shards
 		}
 		if sd.store, err = engram.Open(ctx, engram.Config{Tables: map[string]engram.TableSpec{engramTable: e.spec}, Namespace: engramNS,
 			Remote: rc}); err != nil {
-			return res, &OwnerError{Owner: OwnerInproc, Stage: "connect", Err: err}
+			return res, &OwnerError{Owner: ownerKind, Stage: "connect", Err: err}
 		}
 		if sd.buf, err = sd.store.NewBuffer(T * K * R); err != nil {
 			return res, err
@@ -394,7 +404,7 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 			continue
 		}
 		p50 := s.t.p(0.5)
-		res.Lines = append(res.Lines, Line{Workload: w.Name, Transport: transport, Owner: OwnerInproc, Seed: c.Seed,
+		res.Lines = append(res.Lines, Line{Workload: w.Name, Transport: transport, Owner: ownerKind, Seed: c.Seed,
 			Mode: s.mode.Name, Chosen: chosenOf(st.Remote), Direction: "read", Fragments: uint64(w.Fragments()),
 			PayloadBytes: payload, Reps: len(s.t.d), P50Ms: ms(p50), P95Ms: ms(s.t.p(0.95)),
 			GoodputGbps: gbps(payload, p50), WindowGbps: gbps(payload, p50),
@@ -403,13 +413,13 @@ func (r *Runner) runEngramRemote(ctx context.Context, e *engramEnv, transport st
 	}
 	rp, lp := ms(rtt.p(0.5)), ms(local.p(0.5))
 	res.Ceilings = []CeilingLine{
-		{Workload: "ceiling/" + CeilingRTT, For: w.Name, Transport: transport, Owner: OwnerInproc, Seed: c.Seed, Reps: len(rtt.d), P50Ms: &rp},
+		{Workload: "ceiling/" + CeilingRTT, For: w.Name, Transport: transport, Owner: ownerKind, Seed: c.Seed, Reps: len(rtt.d), P50Ms: &rp},
 		{Workload: "ceiling/" + CeilingLocal, For: w.Name, Transport: "local", Owner: "local", Seed: c.Seed, Reps: len(local.d), P50Ms: &lp},
 	}
 	if one != nil {
 		op := ms(one.t.p(0.5))
 		res.Ceilings = append(res.Ceilings, CeilingLine{Workload: "ceiling/" + CeilingOneOwner, For: w.Name, Transport: transport,
-			Owner: OwnerInproc, Seed: c.Seed, Reps: len(one.t.d), P50Ms: &op})
+			Owner: ownerKind, Seed: c.Seed, Reps: len(one.t.d), P50Ms: &op})
 		if one.t.first != nil && failure == nil {
 			failure = fmt.Errorf("scatterbench: %s: one owner: %w", w.Name, one.t.first)
 		}
@@ -432,6 +442,43 @@ func chosenOf(st *engram.RemoteStats) string {
 		return "hybrid"
 	}
 	return "direct"
+}
+
+// shardOwnerProcs is shardOwners with every owner a process of its own
+// (EngramOwnerMain), plus one more process serving the whole table (the
+// one-owner ceiling), whose address it returns too.
+func (r *Runner) shardOwnerProcs(ctx context.Context, e *engramEnv, transport string, n int) (shards []engram.RemoteShard, oneAddr string, _ func() error, err error) {
+	var procs []*engramOwnerProc
+	stopAll := func() error {
+		var err error
+		for _, p := range procs {
+			err = errors.Join(err, p.close())
+		}
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, stopAll())
+		}
+	}()
+	rows := e.spec.NumRows
+	for i := range n + 1 {
+		lo, hi, name := int64(0), rows, engramTable
+		if i < n {
+			lo, hi, name = rows*int64(i)/int64(n), rows*int64(i+1)/int64(n), fmt.Sprintf("%s.s%d", engramTable, i)
+		}
+		p, err := r.cfg.startEngramOwner(ctx, e, transport, name, lo, hi-lo)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		procs = append(procs, p)
+		if i < n {
+			shards = append(shards, engram.RemoteShard{Table: engramTable, Served: name, Lo: lo, Hi: hi, Addrs: []string{p.addr}})
+		} else {
+			oneAddr = p.addr
+		}
+	}
+	return shards, oneAddr, stopAll, nil
 }
 
 // ownerAddr is a listen address for an in-process owner over tr.

@@ -20,6 +20,9 @@ const ownerEnv = "SCATTERBENCH_TEST_OWNER"
 var seedFlag = flag.Uint64("seed", 0, "seed for random inputs (0 picks one from the clock)")
 
 func TestMain(m *testing.M) {
+	if os.Getenv(ownerEnv) == "1" && len(os.Args) > 1 && os.Args[1] == EngramOwnerMode {
+		os.Exit(EngramOwnerMain(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	if os.Getenv(ownerEnv) == "1" {
 		os.Exit(owner.Main(context.Background(), "owner", os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

@@ -424,19 +424,36 @@ func TestClosers(t *testing.T) {
 }
 
 // TestEngramRemoteWorkloads runs the one-owner and the sharded remote
-// lookups on a tiny table: every mode verified against the pattern table,
-// the sharded one's one-owner ceiling measured beside it and its goal
+// lookups on a tiny table, the sharded one's owners in this process and
+// as owner processes: every mode verified against the pattern table, the
+// sharded one's one-owner ceiling measured beside it and its goal
 // computed from the two.
 func TestEngramRemoteWorkloads(t *testing.T) {
+	for _, kind := range []string{OwnerInproc, OwnerProcess} {
+		t.Run(kind, func(t *testing.T) { testEngramRemoteWorkloads(t, kind) })
+	}
+}
+
+func testEngramRemoteWorkloads(t *testing.T, kind string) {
 	t16, ok := Lookup("engram-remote-t16")
 	require.True(t, ok)
 	sh, ok := Lookup("engram-remote-sharded")
 	require.True(t, ok)
 	require.Equal(t, 3, sh.Owners)
 	t16.MinReps, sh.MinReps = 0, 0
-	c := tinyConfig(t, "tcp", OwnerInproc, t16, sh)
-	passes, _, err := run(t, c)
+	c := tinyConfig(t, "tcp", kind, t16, sh)
+	if kind == OwnerProcess {
+		selfOwner(t, c)
+	}
+	passes, lines, err := run(t, c)
 	require.NoError(t, err)
+	for _, l := range lines {
+		if l["workload"] == "engram-remote-sharded" || l["for"] == "engram-remote-sharded" {
+			if l["owner"] != "local" { // the local lookup's ceiling
+				require.Equal(t, kind, l["owner"], "%v", l)
+			}
+		}
+	}
 	for _, wr := range passes[0].Workloads {
 		require.NoError(t, wr.Err, wr.Workload.Name)
 		require.Equal(t, 2, wr.Verified, "first and last repetitions of %s", wr.Workload.Name)
