@@ -53,7 +53,16 @@ funnel() {
 }
 funnel github.com/cilium/ebpf tools/cmd/scatterprof
 funnel gorgonia.org/cu cudagather
-echo "risky dependencies stay in their funnels (cilium/ebpf, gorgonia.org/cu)"
+funnel go.etcd.io verbs/discovery/etcd
+# The core modules' dependency graphs stay free of etcd: only the etcd
+# module and tools (the commands, through tools/internal/dirspec) require it.
+for m in $mods; do
+	case $m in verbs/discovery/etcd | tools) continue ;; esac
+	if grep -q 'go\.etcd\.io\|scatterkit/verbs/discovery/etcd ' "$m/go.mod"; then
+		echo "$m/go.mod requires etcd (only verbs/discovery/etcd and tools may)"; exit 1
+	fi
+done
+echo "risky dependencies stay in their funnels (cilium/ebpf, gorgonia.org/cu, go.etcd.io); no core module requires etcd"
 
 # Third-party edges: which workspace module imports which third-party module
 # (non-test imports, linux, with and without the cuda tag), against the table
