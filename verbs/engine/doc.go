@@ -24,6 +24,18 @@
 // replicas; [GroupResult] sums the parts' bytes and, for parts cut
 // from one plan, their span byte counts span by span.
 //
+// Device destinations: [Engine.DoDevice] runs a READ into memory the
+// transports cannot write (a GPU's, through a [DeviceDst] that cudagather
+// satisfies; the engine calls no device API). The plan is cut by its
+// destination into pieces of at most DeviceOp.Window bytes
+// (planfmt.DstCutter), up to DeviceOp.Depth of them in flight, each
+// transferred in its own mode into a slot of a registered bounce region
+// and, once landed, handed to DeviceDst.CopyIn with its destination runs
+// (bytes between runs stay as they are, as -1 rows do) while later pieces
+// transfer; a slot is reused once its copy has read it. The bounce region
+// holds Depth x Window bytes whatever the plan's size, and the operation
+// returns once every copy has finished.
+//
 // Deciding: ModeAuto asks the owner's gather service for its capability
 // once per Conn ([Engine.Prepare] does it ahead of time) and feeds
 // costmodel the Conn's [verbs.LinkParams], the owner's packing calibration
