@@ -179,14 +179,18 @@ func TestDeviceDestinationErrors(t *testing.T) {
 	}
 	ctx := verbstest.Context(t)
 	for name, mut := range map[string]func(*engine.DeviceOp){
-		"no device":     func(d *engine.DeviceOp) { d.Device = nil },
-		"write":         func(d *engine.DeviceOp) { d.Op.Dir = verbs.OpWrite },
-		"no plan":       func(d *engine.DeviceOp) { d.Op.Plan = nil },
-		"no bounce":     func(d *engine.DeviceOp) { d.Op.Local = nil },
-		"past device":   func(d *engine.DeviceOp) { d.DeviceOff = 1 },
-		"small bounce":  func(d *engine.DeviceOp) { d.Depth = 4 },
-		"depth one":     func(d *engine.DeviceOp) { d.Depth = 1 },
-		"spans":         func(d *engine.DeviceOp) { q := *p; q.CompletionEnds = []uint32{1, uint32(p.Rows.Len())}; d.Op.Plan = &q },
+		"no device":    func(d *engine.DeviceOp) { d.Device = nil },
+		"write":        func(d *engine.DeviceOp) { d.Op.Dir = verbs.OpWrite },
+		"no plan":      func(d *engine.DeviceOp) { d.Op.Plan = nil },
+		"no bounce":    func(d *engine.DeviceOp) { d.Op.Local = nil },
+		"past device":  func(d *engine.DeviceOp) { d.DeviceOff = 1 },
+		"small bounce": func(d *engine.DeviceOp) { d.Depth = 4 },
+		"depth one":    func(d *engine.DeviceOp) { d.Depth = 1 },
+		"spans": func(d *engine.DeviceOp) {
+			q := *p
+			q.CompletionEnds = []uint32{1, uint32(p.Rows.Len())}
+			d.Op.Plan = &q
+		},
 		"token too big": func(d *engine.DeviceOp) { d.Op.Plan = stridedPlan(r, tableBytes, 4, 300, 264, 0) },
 	} {
 		d := op()
