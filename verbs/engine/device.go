@@ -12,29 +12,22 @@ import (
 // DeviceDst is memory a READ can land in that the transports cannot
 // write, such as a GPU's: Engine.DoDevice stages the bytes in registered
 // host memory and hands them over piece by piece. The engine calls no
-// device API itself; cudagather's device buffers satisfy this interface.
+// device API itself, and the interface has only built-in types, so that
+// a device package satisfies it without importing the engine
+// (cudagather's device buffers do).
 type DeviceDst interface {
 	// DeviceLen is the destination's size in bytes.
 	DeviceLen() uint64
 	// CopyIn starts copying runs of src into the destination at devOff:
-	// run r's bytes src[r.Off : r.Off+r.Len] land at devOff+r.Off, in
-	// order after every copy started before (a device stream's order);
-	// bytes between runs are left as they are. src is host memory of the
-	// operation's bounce region: the engine leaves it untouched until the
-	// returned copy's Wait has returned. runs and src are valid only
-	// during the call (the implementation keeps what it needs).
-	CopyIn(devOff uint64, src []byte, runs []DeviceRun) (DeviceCopy, error)
-}
-
-// DeviceRun is one contiguous run of a piece's destination.
-type DeviceRun struct{ Off, Len uint64 }
-
-// DeviceCopy is a copy started by DeviceDst.CopyIn.
-type DeviceCopy interface {
-	// Wait returns once the copy has read its source (and, in stream
-	// order, written the destination), with the copy's error if it
-	// failed. It is called exactly once.
-	Wait() error
+	// run {off, n} is src[off : off+n], landing at devOff+off, in order
+	// after every copy started before (a device stream's order); bytes
+	// between runs are left as they are. src is host memory of the
+	// operation's bounce region: the engine leaves it untouched until
+	// wait has returned, and calls wait exactly once; wait returns once
+	// the copy has read src (and, in stream order, written the
+	// destination), with the copy's error if it failed. runs is valid
+	// only during the call.
+	CopyIn(devOff uint64, src []byte, runs [][2]uint64) (wait func() error, err error)
 }
 
 // Defaults of DeviceOp.
@@ -137,7 +130,7 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 	res.Pieces = len(pieces)
 	slots := make([]deviceSlot, depth)
 	var norm planfmt.Normalized
-	var runs []DeviceRun
+	var runs [][2]uint64
 	var failed error
 	bounce := d.Op.Local.Bytes()
 	byMode := map[Mode]uint64{}
@@ -148,7 +141,7 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 			return
 		}
 		tw := time.Now()
-		if err := s.copy.Wait(); err != nil && failed == nil {
+		if err := s.copy(); err != nil && failed == nil {
 			failed = &DeviceError{Piece: s.piece, Off: pieces[s.piece].Off, Copy: true, Err: err}
 		}
 		res.CopyWait += time.Since(tw)
@@ -200,10 +193,10 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 		}
 		runs = runs[:0]
 		norm.ForEachRun(func(dst, _, n uint64) bool {
-			if k := len(runs) - 1; k >= 0 && runs[k].Off+runs[k].Len == dst {
-				runs[k].Len += n
+			if k := len(runs) - 1; k >= 0 && runs[k][0]+runs[k][1] == dst {
+				runs[k][1] += n
 			} else {
-				runs = append(runs, DeviceRun{Off: dst, Len: n})
+				runs = append(runs, [2]uint64{dst, n})
 			}
 			return true
 		})
@@ -233,7 +226,7 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 type deviceSlot struct {
 	piece int
 	op    *Operation
-	copy  DeviceCopy
+	copy  func() error // the device copy's wait
 }
 
 // add sums a piece's result into the device operation's.

@@ -39,7 +39,7 @@ type fakeCopy struct {
 	dev   *fakeDevice
 	off   uint64
 	src   []byte
-	runs  []engine.DeviceRun
+	runs  [][2]uint64
 	sum   uint32
 	fail  bool
 	done  chan struct{}
@@ -64,7 +64,7 @@ func newFakeDevice(r *rand.Rand, n int) *fakeDevice {
 				c.err = errors.New("fake device: copy failed")
 			} else {
 				for _, r := range c.runs {
-					copy(d.mem[c.off+r.Off:c.off+r.Off+r.Len], c.src[r.Off:r.Off+r.Len])
+					copy(d.mem[c.off+r[0]:c.off+r[0]+r[1]], c.src[r[0]:r[0]+r[1]])
 				}
 			}
 			close(c.done)
@@ -77,7 +77,7 @@ func (d *fakeDevice) close() { close(d.queue); d.wg.Wait() }
 
 func (d *fakeDevice) DeviceLen() uint64 { return uint64(len(d.mem)) }
 
-func (d *fakeDevice) CopyIn(off uint64, src []byte, runs []engine.DeviceRun) (engine.DeviceCopy, error) {
+func (d *fakeDevice) CopyIn(off uint64, src []byte, runs [][2]uint64) (func() error, error) {
 	d.mu.Lock()
 	d.started++
 	fail := d.started == d.failAt
@@ -85,13 +85,13 @@ func (d *fakeDevice) CopyIn(off uint64, src []byte, runs []engine.DeviceRun) (en
 	d.most = max(d.most, d.running)
 	delay := time.Duration(d.rng.IntN(300)) * time.Microsecond
 	d.mu.Unlock()
-	c := &fakeCopy{dev: d, off: off, src: src, runs: append([]engine.DeviceRun(nil), runs...), sum: crc32.ChecksumIEEE(src),
+	c := &fakeCopy{dev: d, off: off, src: src, runs: append([][2]uint64(nil), runs...), sum: crc32.ChecksumIEEE(src),
 		fail: fail, done: make(chan struct{}), delay: delay}
 	d.queue <- c
-	return c, nil
+	return c.wait, nil
 }
 
-func (c *fakeCopy) Wait() error {
+func (c *fakeCopy) wait() error {
 	<-c.done
 	c.dev.mu.Lock()
 	c.dev.running--
