@@ -98,3 +98,34 @@ func (c *Context) addHandle(t *Table) uint64 { return 0 }
 func (c *Context) handle(h uint64) (*Table, error) { return nil, ErrNotSupported }
 
 func (c *Context) takeHandle(h uint64) (*Table, error) { return nil, ErrNotSupported }
+
+// DeviceBuffer is device memory scatter READs land in; without the `cuda`
+// tag none can be made.
+type DeviceBuffer struct{}
+
+// NewDeviceBuffer returns ErrNotSupported.
+func (c *Context) NewDeviceBuffer(n int64, s Stream) (*DeviceBuffer, error) {
+	return nil, ErrNotSupported
+}
+
+// WrapDevice returns ErrNotSupported.
+func (c *Context) WrapDevice(p DevPtr, n int64, s Stream) (*DeviceBuffer, error) {
+	return nil, ErrNotSupported
+}
+
+// PinHost returns ErrNotSupported.
+func (c *Context) PinHost(p []byte) (func() error, error) { return nil, ErrNotSupported }
+
+// Ptr returns 0.
+func (b *DeviceBuffer) Ptr() DevPtr { return 0 }
+
+// DeviceLen returns 0.
+func (b *DeviceBuffer) DeviceLen() uint64 { return 0 }
+
+// CopyIn returns ErrNotSupported.
+func (b *DeviceBuffer) CopyIn(devOff uint64, src []byte, runs [][2]uint64) (func() error, error) {
+	return nil, ErrNotSupported
+}
+
+// Close returns ErrNotSupported.
+func (b *DeviceBuffer) Close() error { return ErrNotSupported }
