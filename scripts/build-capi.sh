@@ -9,6 +9,9 @@
 #           -tags cuda), against CUDA's cuda.h and the stub libcuda that
 #           scripts/cuda-headers.sh fetches, unless CGO_CFLAGS already
 #           names them; it links libcuda.so.1 and prints both paths.
+#
+# CAPI_LDFLAGS, when set, is passed as -ldflags (scripts/gpu-build.sh sets
+# "-s -w": stripped libraries, so what it carries to the GPU machine fits).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cuda=0
@@ -20,7 +23,9 @@ out=${1:-$root/out/capi}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$root/tools"
-CGO_ENABLED=1 go build -buildmode=c-shared -o "$out/libscatterkit.so" ./capi
+ld=()
+[ -z "${CAPI_LDFLAGS:-}" ] || ld=(-ldflags="$CAPI_LDFLAGS")
+CGO_ENABLED=1 go build "${ld[@]}" -buildmode=c-shared -o "$out/libscatterkit.so" ./capi
 echo "$out/libscatterkit.so"
 if [ "$cuda" = 1 ]; then
 	if [ -z "${CGO_CFLAGS:-}" ]; then
@@ -28,6 +33,6 @@ if [ "$cuda" = 1 ]; then
 		export CGO_CFLAGS="-I$cache/root/usr/include"
 		export CGO_LDFLAGS="-L$cache/root/usr/lib/x86_64-linux-gnu/stubs"
 	fi
-	CGO_ENABLED=1 go build -tags cuda -buildmode=c-shared -o "$out/libscatterkit_cuda.so" ./capi
+	CGO_ENABLED=1 go build "${ld[@]}" -tags cuda -buildmode=c-shared -o "$out/libscatterkit_cuda.so" ./capi
 	echo "$out/libscatterkit_cuda.so"
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 18's checks and figures (GPU lookups at production table sizes) on
-# the GPU machine, in one run that builds nothing, from .gpu (built here by
+# the GPU machine, in one run that builds nothing, from .gpu.tgz (built here by
 # scripts/gpu-build.sh) carried:
 #   bash scripts/gpu-lookups.sh            # CUDAGATHER_HOST_GIB=32 by default
 # It runs the cudagather tests (every path against the CPU lookup: device,
@@ -17,6 +17,10 @@
 # go to $OUT.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# What gpu-build.sh made here travels as .gpu.tgz: unpack it.
+if [ -f .gpu.tgz ] && { [ ! -d .gpu ] || [ .gpu.tgz -nt .gpu ]; }; then
+	rm -rf .gpu && tar xzf .gpu.tgz
+fi
 OUT=${OUT:-$(mktemp -d)}
 export REQUIRE_CUDA=1 CUDAGATHER_JSON=$OUT/cuda.jsonl CUDAGATHER_HOST_GIB=${CUDAGATHER_HOST_GIB:-32}
 rc=0

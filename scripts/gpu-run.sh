@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs every GPU test and benchmark in one call on the GPU machine, from the
-# repository root, with .gpu (built here by scripts/gpu-build.sh) carried:
+# repository root, with .gpu.tgz (built here by scripts/gpu-build.sh) carried:
 #   bash scripts/gpu-run.sh
 # It builds nothing. Output: a short table last; the logs and JSON lines
 # (scatterbench schema plus the ceilings measured in this run) go to $OUT.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# What gpu-build.sh made here travels as .gpu.tgz: unpack it.
+if [ -f .gpu.tgz ] && { [ ! -d .gpu ] || [ .gpu.tgz -nt .gpu ]; }; then
+	rm -rf .gpu && tar xzf .gpu.tgz
+fi
 OUT=${OUT:-$(mktemp -d)}
 export REQUIRE_CUDA=1 CUDAGATHER_JSON=$OUT/cuda.jsonl
 rc=0

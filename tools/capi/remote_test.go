@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/scatterkit/scatterkit/verbs/discovery/etcd/etcdtest"
 )
 
 // A local store served over each transport, read by a remote store opened
@@ -126,14 +124,15 @@ func TestServeClosedWithStore(t *testing.T) {
 
 // A server published into a directory (sk_serve_publish), read by a store
 // opened with {"directory": ...}: over a discovery file here and over a
-// real etcd server; bad specs fail SK_EINVAL and serve nothing; closing
+// real etcd server in remote_etcd_test.go; bad specs fail SK_EINVAL and serve nothing; closing
 // the server withdraws its records, after which opening by directory
 // fails.
 func TestServePublished(t *testing.T) {
-	srv, err := etcdtest.Start()
-	require.NoError(t, err)
-	defer srv.Close()
-	for _, dir := range []string{filepath.Join(t.TempDir(), "d.json"), srv.URI("/capi-test/", "ttl=2s")} {
+	testServePublished(t, filepath.Join(t.TempDir(), "d.json"))
+}
+
+func testServePublished(t *testing.T, dirs ...string) {
+	for _, dir := range dirs {
 		r := newRand(t)
 		tables := map[string]table{"a": {rows: 300, rowBytes: 264}}
 		owner, rows := populated(t, r, tables)
@@ -166,7 +165,7 @@ func TestServePublished(t *testing.T) {
 		_, err = open(configJSON(t, tables, "", map[string]any{"directory": dir}))
 		requireCode(t, codeNoTable, err) // no record of table a is left
 	}
-	_, err = open(configJSON(t, map[string]table{"a": {rows: 1, rowBytes: 1}}, "", map[string]any{"directory": "off"}))
+	_, err := open(configJSON(t, map[string]table{"a": {rows: 1, rowBytes: 1}}, "", map[string]any{"directory": "off"}))
 	requireCode(t, codeInval, err)
 	_, err = open(configJSON(t, map[string]table{"a": {rows: 1, rowBytes: 1}}, "", map[string]any{"directory": "x", "addr": "y"}))
 	requireCode(t, codeInval, err)
