@@ -33,6 +33,8 @@
 //	                     cluster, etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?ttl=D&timeout=D]
 //	                     (etcds://...&cacert=F&cert=F&key=F for TLS; the record lives on
 //	                     a lease of ttl, default 10s); "off": none
+//	-attr KEY=VALUE      added to the discovery record (repeatable): what the owner holds
+//	                     (shard=3, objects=a-m); the record also carries export, bytes, seed
 //	-bench-control       serve the pack-only benchmark method
 //	-stdin-eof           shut down when standard input ends (for a parent process)
 //	-quiet               print only the JSON events

@@ -97,7 +97,9 @@ type Config struct {
 	AllowNets, ReadNets []netip.Prefix
 
 	// Directory, when set, receives a record named Name for the segment
-	// (withdrawn at Close). Attrs are added to the record.
+	// (withdrawn at Close). Attrs are added to the record (keys and values
+	// under the discovery record rules; export, bytes and seed are the
+	// owner's own).
 	Directory discovery.Directory
 	Name      string
 	Attrs     map[string]string
@@ -155,6 +157,19 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Name != "" {
 		if err := discovery.ValidateName(c.Name); err != nil {
 			return bad("Name", c.Name, err.Error())
+		}
+	}
+	for k, v := range c.Attrs {
+		switch k {
+		case "export", "bytes", "seed":
+			return bad("Attrs", k, "the owner sets this attribute of its record itself")
+		}
+		if c.Directory == nil {
+			return bad("Attrs", k, "record attributes need a discovery directory")
+		}
+		rec := discovery.Record{Name: "attr-check", Transport: "tcp", Addr: "127.0.0.1:1", Attrs: map[string]string{k: v}}
+		if err := rec.Validate(); err != nil {
+			return bad("Attrs", k, err.Error())
 		}
 	}
 	if c.StagingBytes == 0 {

@@ -33,6 +33,9 @@ func TestConfigRejects(t *testing.T) {
 		{"name without directory", func(c *Config) { c.Name = "a/b" }, "Directory"},
 		{"bad name", func(c *Config) { c.Directory, c.Name = dir, "/leading-slash" }, "Name"},
 		{"export named scratch", func(c *Config) { c.Export, c.Scratch = DefaultScratchName, 4096 }, "Export"},
+		{"reserved attribute", func(c *Config) { c.Directory, c.Name, c.Attrs = dir, "a/b", map[string]string{"bytes": "1"} }, "Attrs"},
+		{"bad attribute key", func(c *Config) { c.Directory, c.Name, c.Attrs = dir, "a/b", map[string]string{"a b": "1"} }, "Attrs"},
+		{"attribute without directory", func(c *Config) { c.Attrs = map[string]string{"shard": "1"} }, "Attrs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok

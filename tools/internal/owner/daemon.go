@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -96,6 +97,36 @@ func (f uidsFlag) Set(s string) error {
 		}
 		*f.p = append(*f.p, uint32(u))
 	}
+	return nil
+}
+
+// attrsFlag is a repeatable flag.Value of KEY=VALUE record attributes.
+type attrsFlag struct{ m *map[string]string }
+
+func (f attrsFlag) String() string {
+	if f.m == nil || *f.m == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*f.m))
+	for k, v := range *f.m {
+		parts = append(parts, k+"="+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func (f attrsFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("attribute %q: want KEY=VALUE", s)
+	}
+	if *f.m == nil {
+		*f.m = map[string]string{}
+	}
+	if _, dup := (*f.m)[k]; dup {
+		return fmt.Errorf("attribute %q given twice", k)
+	}
+	(*f.m)[k] = v
 	return nil
 }
 
@@ -182,6 +213,7 @@ func parse(name string, args []string, out io.Writer) (options, error) {
 	fs.Var(netsFlag{&c.ReadNets}, "read-net", "tcp, ucx: comma-separated networks (CIDR) whose peers may connect and only read")
 	fs.BoolVar(&c.NoHugePages, "no-huge-pages", false, "skip the transparent huge page advice for generated tcp data")
 	fs.StringVar(&c.Name, "name", fmt.Sprintf("scatterd/%d", os.Getpid()), "discovery record name")
+	fs.Var(attrsFlag{&c.Attrs}, "attr", "KEY=VALUE added to the discovery record (repeatable): what the owner holds, e.g. shard=3 or objects=a-m")
 	fs.StringVar(&o.directory, "discovery", DefaultDirectory(), "directory to publish in: a discovery file, etcd://HOST:PORT[,...]/PREFIX[?ttl=D] or etcds://... (cluster); \"off\" publishes nothing")
 	fs.BoolVar(&c.BenchControl, "bench-control", false, "serve the pack-only benchmark method (owner package doc, # Format)")
 	fs.BoolVar(&o.stdinEOF, "stdin-eof", false, "shut down when standard input reaches end of file (for a parent process)")

@@ -130,6 +130,9 @@ func TestMainUsageErrors(t *testing.T) {
 		{"bad network", []string{"-size", "1MiB", "-allow-net", "10.0.0.0/33", "-discovery", "off"}, `invalid value "10.0.0.0/33" for flag -allow-net`},
 		{"networks over shm", []string{"-size", "1MiB", "-transport", "shm", "-read-net", "10.0.0.1", "-discovery", "off"}, "admission by network is for tcp and ucx"},
 		{"bad name", []string{"-size", "1MiB", "-name", "a//b", "-discovery", filepath.Join(t.TempDir(), "d.json")}, "Name"},
+		{"bad attribute", []string{"-size", "1MiB", "-attr", "shard", "-discovery", "off"}, "want KEY=VALUE"},
+		{"attribute twice", []string{"-size", "1MiB", "-attr", "a=1", "-attr", "a=2", "-discovery", "off"}, "given twice"},
+		{"bad spec", []string{"-size", "1MiB", "-discovery", "http://nowhere/x"}, "bad directory spec"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -40,7 +40,7 @@ func TestOwnersInEtcd(t *testing.T) {
 	for i := range owners {
 		seeds[i] = r.Uint64N(1 << 62)
 		owners[i] = startChildOwner(t, "-size", fmt.Sprint(1+i)+"MiB", "-seed", strconv.FormatUint(seeds[i], 10),
-			"-staging", "4MiB", "-discovery", uri, "-name", fmt.Sprintf("pool/o%d", i))
+			"-staging", "4MiB", "-discovery", uri, "-name", fmt.Sprintf("pool/o%d", i), "-attr", fmt.Sprintf("shard=%d", i))
 		require.Equal(t, dirspec.Describe(uri), owners[i].ready.Directory)
 	}
 
@@ -66,6 +66,8 @@ func TestOwnersInEtcd(t *testing.T) {
 		rec, err := dir.Lookup(testContext(t), fmt.Sprintf("pool/o%d", i))
 		require.NoError(t, err)
 		require.Equal(t, owners[i].ready.Addr, rec.Addr)
+		require.Equal(t, fmt.Sprint(i), rec.Attrs["shard"], "what the owner holds, from -attr")
+		require.Equal(t, fmt.Sprint((1+i)<<20), rec.Attrs["bytes"])
 		conn, err := tr.Connect(testContext(t), rec.Addr, verbs.ConnectOptions{Expose: []verbs.Export{{Name: "dst", Region: local}}})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, conn.Close()) }()
