@@ -173,7 +173,7 @@ func TestClusterEtcd(t *testing.T) {
 			}
 		})
 	}
-	for done.Load() < 20 {
+	for done.Load() < 20 && len(lookErr) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	require.NoError(t, owners[0].cmd.Process.Signal(syscall.SIGKILL))
