@@ -72,6 +72,9 @@ func (w *DstCutter) Cut(p *Plan, size uint64) ([]DstPiece, error) {
 		return w.wins, nil
 	}
 	r := &p.Rows
+	if r.Len() == 0 {
+		return w.wins, nil
+	}
 	switch l := r.Layout; {
 	case l.Kind == LayoutContiguous:
 		cutRows(w, p, max(1, size/r.RowSize), 1, r.RowSize)
@@ -82,12 +85,14 @@ func (w *DstCutter) Cut(p *Plan, size uint64) ([]DstPiece, error) {
 		if tokens == 0 || (tokens-1)*l.RowStride+r.RowSize > l.ColStride {
 			return nil, invalid("Rows.Layout", "strided layout whose tokens and columns interleave in the destination: no window holds whole tokens or whole column runs")
 		}
+		// A single token may have any RowStride (0 included): per is then 1.
+		per := max(1, size/max(l.RowStride, r.RowSize))
 		if len(r.IDs32) != 0 {
 			w.ids32 = slices.Grow(w.ids32[:0], r.Len())[:r.Len()]
-			cutColumns(w, p, r.IDs32, w.ids32, max(1, size/l.RowStride), func(pl *Plan, ids []int32) { pl.Rows.IDs32 = ids })
+			cutColumns(w, p, r.IDs32, w.ids32, per, func(pl *Plan, ids []int32) { pl.Rows.IDs32 = ids })
 		} else {
 			w.ids64 = slices.Grow(w.ids64[:0], r.Len())[:r.Len()]
-			cutColumns(w, p, r.IDs64, w.ids64, max(1, size/l.RowStride), func(pl *Plan, ids []int64) { pl.Rows.IDs64 = ids })
+			cutColumns(w, p, r.IDs64, w.ids64, per, func(pl *Plan, ids []int64) { pl.Rows.IDs64 = ids })
 		}
 	}
 	return w.wins, nil

@@ -119,7 +119,19 @@ func cmpU64(a, b uint64) int {
 
 func TestDstCutErrors(t *testing.T) {
 	var c DstCutter
-	_, err := c.Cut(nil, 1)
+	// One token whose RowStride is 0 (valid: there is no second token),
+	// and an empty plan.
+	one := &Plan{Form: FormRows, SrcExtent: 64, DstExtent: 4 * 16 * 3, Rows: Rows{RowSize: 16, TableRows: 4, IDs32: []int32{0, 1, 2},
+		Layout: Layout{Kind: LayoutStrided, Cols: 3, ColStride: 64}}}
+	pieces, err := c.Cut(one, 100)
+	require.NoError(t, err)
+	require.Len(t, pieces, 3)
+	empty := &Plan{Form: FormRows, SrcExtent: 64, DstExtent: 64, Rows: Rows{RowSize: 16, TableRows: 4,
+		Layout: Layout{Kind: LayoutStrided, Cols: 3, RowStride: 16, ColStride: 16}}}
+	pieces, err = c.Cut(empty, 100)
+	require.NoError(t, err)
+	require.Empty(t, pieces)
+	_, err = c.Cut(nil, 1)
 	require.ErrorIs(t, err, ErrInvalid)
 	p := &Plan{Form: FormRanges, SrcExtent: 10, DstExtent: 10, Ranges: []Range{{Src: 0, Dst: 0, Len: 10}}}
 	_, err = c.Cut(p, 0)
