@@ -80,4 +80,9 @@ type (
 	// table (RemoteShard) has no replica left: it names the table, the
 	// shard's rows and its owners.
 	ShardError = remote.ShardError
+	// TransferError is a remote lookup's failed transfer (or, for
+	// LookupDevice, device copy): the table and columns of the failed
+	// operation, and its cause (an engine error: errors.As finds the
+	// engine's *OpError or *DeviceError through it).
+	TransferError = remote.TransferError
 )

@@ -132,6 +132,7 @@ type Store struct {
 	scratch  sync.Pool // *lookupScratch
 
 	remote  *remote.Client
+	unpin   func() error // PinBuffers' release
 	servers []*Server
 	devices []*DeviceTables
 }
@@ -426,7 +427,7 @@ func (s *Store) Close() error {
 		s.eng.Close()
 	}
 	if s.remote != nil {
-		err = errors.Join(err, s.remote.Close())
+		err = errors.Join(err, s.releasePin(), s.remote.Close())
 	}
 	return err
 }

@@ -50,14 +50,16 @@ func (c *Checked) check() error {
 		return nil
 	}
 	if remote {
-		if err := checkArena(c.out.Buf, c.arena); err != nil {
-			return err
+		if c.out.DeviceLen == 0 {
+			if err := checkArena(c.out.Buf, c.arena); err != nil {
+				return err
+			}
 		}
 		if c.out.TStride < 0 || c.out.KStride < 0 {
 			// A remote plan's strides are unsigned, even one that is
 			// not used.
 			return &OutputError{T: t, K: k, RowBytes: rowBytes, Off: c.out.Off, TStride: c.out.TStride,
-				KStride: c.out.KStride, Len: len(c.out.Buf), Reason: "negative stride (a remote lookup takes none)"}
+				KStride: c.out.KStride, Len: c.out.Len(), Reason: "negative stride (a remote lookup takes none)"}
 		}
 	}
 	if err := checkOutput(c.out, t, k, rowBytes, c.cols, !remote); err != nil {

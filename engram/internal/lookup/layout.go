@@ -40,6 +40,18 @@ type Output struct {
 	// rows (t+1, k) and (t, k+1). A stride of a dimension of size 1 is not
 	// used.
 	TStride, KStride int
+	// DeviceLen, when positive, makes the output device memory of that
+	// many bytes (Buf nil): its rows are checked against the length, and
+	// only a remote lookup, which stages them, takes one.
+	DeviceLen int
+}
+
+// Len is the output's length in bytes: Buf's, or a device output's.
+func (o Output) Len() int {
+	if o.DeviceLen > 0 {
+		return o.DeviceLen
+	}
+	return len(o.Buf)
 }
 
 // TokenMajor returns the dense [T,K,R] output over buf: all columns of
@@ -133,7 +145,7 @@ func sameColumn(a, b *Column) bool {
 func checkOutput(out Output, t, k, rowBytes int, cols []Column, local bool) error {
 	bad := func(reason string) error {
 		return &OutputError{T: t, K: k, RowBytes: rowBytes, Off: out.Off, TStride: out.TStride,
-			KStride: out.KStride, Len: len(out.Buf), Reason: reason}
+			KStride: out.KStride, Len: out.Len(), Reason: reason}
 	}
 	// A stride of a dimension of size 1 is never used: treat it as 0 so
 	// that it cannot overflow or overlap.
@@ -162,14 +174,14 @@ func checkOutput(out Output, t, k, rowBytes int, cols []Column, local bool) erro
 	if end < 0 {
 		return bad("extent overflows int")
 	}
-	if end > len(out.Buf) {
+	if end > out.Len() {
 		return bad("rows do not fit in the buffer")
 	}
 	if reason := overlapReason(t, ts, k, ks, rowBytes); reason != "" {
 		return bad(reason)
 	}
-	if !local {
-		return nil
+	if !local || out.DeviceLen > 0 {
+		return nil // a device output cannot overlap host tables
 	}
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(out.Buf))) + uintptr(out.Off)
 	hi := lo + uintptr(end-out.Off)

@@ -35,6 +35,11 @@ type Request struct {
 	// Off is the byte offset of row (0, 0) in Out; TStride and KStride
 	// the bytes between tokens and between columns.
 	Off, TStride, KStride int
+	// DeviceLen, instead of Out, makes the output device memory of that
+	// many bytes, which this package never touches: the rows must lie in
+	// it, and only a remote owner's tables take one (the remote path
+	// stages the rows and copies them on).
+	DeviceLen int
 }
 
 // Tables is where the tables a [Request] names are: a local store's
@@ -95,6 +100,12 @@ func (r *Request) Check(tables Tables, cols []Column) (Checked, error) {
 	if r.Offsets != nil && len(r.Offsets) != r.K {
 		return Checked{}, shape(fmt.Sprintf("%d offsets", len(r.Offsets)))
 	}
+	if r.DeviceLen < 0 || (r.DeviceLen > 0 && r.Out != nil) {
+		return Checked{}, &BufferError{Len: len(r.Out), Reason: fmt.Sprintf("a device output of %d bytes and a host buffer", r.DeviceLen)}
+	}
+	if r.DeviceLen > 0 && tables.Arena() == nil {
+		return Checked{}, &BufferError{Len: r.DeviceLen, Reason: "a device output needs a remote store's tables (local tables are read on the device through a device attachment)"}
+	}
 	if cap(cols) < r.K {
 		cols = make([]Column, r.K)
 	}
@@ -117,7 +128,7 @@ func (r *Request) Check(tables Tables, cols []Column) (Checked, error) {
 		cols[k] = col
 	}
 	c := Checked{cols: cols, ids32: r.IDs32, ids64: r.IDs64, t: r.T, k: r.K,
-		out: Output{Buf: r.Out, Off: r.Off, TStride: r.TStride, KStride: r.KStride}, arena: tables.Arena()}
+		out: Output{Buf: r.Out, Off: r.Off, TStride: r.TStride, KStride: r.KStride, DeviceLen: r.DeviceLen}, arena: tables.Arena()}
 	if err := c.check(); err != nil {
 		return Checked{}, err
 	}
@@ -144,6 +155,9 @@ func (c *Checked) Shape() (t, k int) { return c.t, c.k }
 // Output returns the output.
 func (c *Checked) Output() Output { return c.out }
 
+// Device reports whether the output is device memory (Request.DeviceLen).
+func (c *Checked) Device() bool { return c.out.DeviceLen > 0 }
+
 // RowBytes returns the row size R every column shares (0 without
 // columns).
 func (c *Checked) RowBytes() int { return c.rowBytes }
@@ -155,7 +169,7 @@ func (c *Checked) Arena() []byte { return c.arena }
 // ArenaOffset returns the output buffer's byte offset in the arena (0
 // for local tables or an empty lookup).
 func (c *Checked) ArenaOffset() uint64 {
-	if c.arena == nil || c.t == 0 || c.k == 0 {
+	if c.arena == nil || c.t == 0 || c.k == 0 || c.out.DeviceLen > 0 {
 		return 0
 	}
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(c.out.Buf))) - uintptr(unsafe.Pointer(unsafe.SliceData(c.arena))))

@@ -232,3 +232,61 @@ func TestRequestCheck(t *testing.T) {
 		require.Equal(t, "a", ie.Table)
 	})
 }
+
+// TestRequestCheckDevice checks requests with a device output
+// (Request.DeviceLen): a remote owner's tables take one, checked against
+// its length with the output rules and without the arena rule; local
+// tables, a device output with a host buffer too, and rows past the
+// device length are refused with typed errors.
+func TestRequestCheckDevice(t *testing.T) {
+	r := newRand(t)
+	const T, K, R = 3, 4, 32
+	s := newTables(r, 1, R, 20)
+	named := map[string]Column{"a": s.column(0, 0)}
+	arena := randomBytes(r, 4096)
+	local := &testTables{cols: named}
+	remote := &testTables{cols: named, arena: arena}
+	req := func(devLen int) *Request {
+		ids := make([]int64, T*K)
+		for i := range ids {
+			ids[i] = r.Int64N(named["a"].NumRows)
+		}
+		return &Request{Tables: []string{"a", "a", "a", "a"}, IDs64: ids, T: T, K: K, TStride: K * R, KStride: R, DeviceLen: devLen}
+	}
+	c, err := req(T*K*R).Check(remote, nil)
+	require.NoError(t, err)
+	require.True(t, c.Device())
+	require.Equal(t, uint64(0), c.ArenaOffset())
+	require.Equal(t, T*K*R, c.Output().Len())
+
+	_, err = req(T*K*R).Check(local, nil)
+	var be *BufferError
+	require.ErrorAs(t, err, &be)
+	require.Contains(t, err.Error(), "remote store")
+
+	both := req(T * K * R)
+	both.Out = arena[:T*K*R]
+	_, err = both.Check(remote, nil)
+	require.ErrorAs(t, err, &be)
+
+	_, err = req(T*K*R-1).Check(remote, nil)
+	require.ErrorIs(t, err, ErrOutput)
+	var oe *OutputError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, T*K*R-1, oe.Len)
+
+	overlap := req(T * K * R)
+	overlap.KStride = R / 2
+	_, err = overlap.Check(remote, nil)
+	require.ErrorIs(t, err, ErrOutput)
+
+	neg := req(T * K * R)
+	neg.DeviceLen = -1
+	_, err = neg.Check(remote, nil)
+	require.ErrorAs(t, err, &be)
+
+	bad := req(T * K * R)
+	bad.IDs64[7] = named["a"].NumRows
+	_, err = bad.Check(remote, nil)
+	require.ErrorIs(t, err, ErrID)
+}

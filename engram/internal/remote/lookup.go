@@ -8,6 +8,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/scatterkit/scatterkit/bufferpool"
 	"github.com/scatterkit/scatterkit/verbs/engine"
 
 	"github.com/scatterkit/scatterkit/engram/internal/lookup"
@@ -29,7 +30,7 @@ func Lookup(ctx context.Context, c *Client, r *lookup.Request) error {
 		c.stats.failed.Add(1)
 		return err
 	}
-	return c.lookup(ctx, st, &q)
+	return c.lookup(ctx, st, &q, nil)
 }
 
 // Run reads the rows of a lookup checked against c's tables (Check with c
@@ -41,9 +42,35 @@ func Lookup(ctx context.Context, c *Client, r *lookup.Request) error {
 // and waits for all; a failure is a *TransferError, after which the output
 // bytes the request names are undefined.
 func Run(ctx context.Context, c *Client, q *lookup.Checked) error {
+	if q.Device() {
+		return &lookup.BufferError{Len: q.Output().Len(), Reason: "a device output: run it with RunDevice"}
+	}
 	st := c.getState()
 	defer c.putState(st)
-	return c.lookup(ctx, st, q)
+	return c.lookup(ctx, st, q, nil)
+}
+
+// RunDevice reads the rows of a lookup checked with a device output
+// (lookup.Request.DeviceLen) into dst, whose length it was checked
+// against: each operation Run would submit runs as an Engine.DoDevice,
+// its bytes landing in a bounce lease of the client's output arena and
+// copied on to dst piece by piece (dst.CopyIn: a device stream's order)
+// while later pieces transfer; nothing is staged whole. A sharded
+// lookup's parts run at once, each through its own bounce lease, and a
+// failed part is read again from its shard's next replica as in Run. It
+// returns once every copy has finished. A failure is a *TransferError
+// (or a *ShardError), after which the device bytes the request names are
+// undefined; rows whose id is -1 are never written.
+func RunDevice(ctx context.Context, c *Client, q *lookup.Checked, dst engine.DeviceDst) error {
+	if !q.Device() || dst == nil {
+		return &ArgError{Field: "dst", Reason: "RunDevice needs a lookup checked with a device output and its destination"}
+	}
+	if got, want := dst.DeviceLen(), uint64(q.Output().Len()); got < want {
+		return &lookup.BufferError{Len: int(min(got, uint64(math.MaxInt))), Reason: fmt.Sprintf("device destination of %d bytes for an output checked at %d", got, want)}
+	}
+	st := c.getState()
+	defer c.putState(st)
+	return c.lookup(ctx, st, q, dst)
 }
 
 // CountRejected counts, in Stats.Failed, a lookup of c's tables that its
@@ -71,7 +98,7 @@ type shape struct {
 	t, k        int
 	ids32       []int32
 	ids64       []int64
-	out         []byte
+	outLen      int // the output's length (a host buffer's or a device output's)
 	off, ts, ks int
 }
 
@@ -104,6 +131,12 @@ type lookupState struct {
 	opers []*engine.Operation
 	errs  []error
 	spans []uint64 // one completion span per operation
+
+	// A device lookup's destination (RunDevice), its parts' results and
+	// errors.
+	dev     engine.DeviceDst
+	devRes  []engine.DeviceResult
+	devErrs []error
 
 	// Sharded lookups: each run's plan cut by its table's shards, the
 	// parts of the group, and where each part reads from.
@@ -141,13 +174,16 @@ func (c *Client) putState(st *lookupState) {
 	clear(st.errs)
 	clear(st.parts)
 	clear(st.where)
+	clear(st.devErrs)
+	st.dev = nil
 	select {
 	case c.states <- st:
 	default:
 	}
 }
 
-func (c *Client) lookup(ctx context.Context, st *lookupState, q *lookup.Checked) error {
+func (c *Client) lookup(ctx context.Context, st *lookupState, q *lookup.Checked, dev engine.DeviceDst) error {
+	st.dev = dev
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
@@ -197,12 +233,12 @@ func (c *Client) lower(st *lookupState, q *lookup.Checked) error {
 		st.col[j] = i
 	}
 	out := q.Output()
-	sh := shape{cols: cols, t: t, k: k, out: out.Buf, off: out.Off, ts: out.TStride, ks: out.KStride}
+	sh := shape{cols: cols, t: t, k: k, outLen: out.Len(), off: out.Off, ts: out.TStride, ks: out.KStride}
 	sh.ids32, sh.ids64 = q.IDs()
 	r := uint64(q.RowBytes())
 	c.group(st, &sh, r)
 	c.compact(st, &sh)
-	c.plan(st, &sh, r, q.ArenaOffset())
+	c.plan(st, &sh, r, q.ArenaOffset()) // 0 for a device output: its plans are in its own terms
 	return nil
 }
 
@@ -342,7 +378,7 @@ func (c *Client) plan(st *lookupState, q *shape, r uint64, localOff uint64) {
 		p := &st.plans[i]
 		p.Form = planfmt.FormRows
 		p.SrcExtent = uint64(spec.Bytes())
-		p.DstExtent = uint64(len(q.out))
+		p.DstExtent = uint64(q.outLen)
 		p.Ranges, p.CompletionEnds = nil, nil
 		lay := planfmt.Layout{Kind: planfmt.LayoutStrided, Cols: uint64(ru.n),
 			RowStride: uint64(q.ts), ColStride: uint64(ru.s * q.ks)}
@@ -363,6 +399,9 @@ func (c *Client) plan(st *lookupState, q *shape, r uint64, localOff uint64) {
 // goroutine (Engine.Do), then waits for the others. It returns the first
 // failure in operation order.
 func (c *Client) execute(ctx context.Context, st *lookupState) error {
+	if st.dev != nil {
+		return c.executeDevice(ctx, st)
+	}
 	if c.sharded {
 		return c.executeSharded(ctx, st)
 	}
@@ -433,12 +472,29 @@ func (c *Client) count(res *engine.Result, err error) {
 // succeeded; a shard with no replica left fails the lookup with a
 // *ShardError naming it. The caller's ctx ending fails it as it is.
 func (c *Client) executeSharded(ctx context.Context, st *lookupState) error {
+	return c.runParts(ctx, st, func(ctx context.Context, parts []engine.ScatterOp) ([]engine.Result, error) {
+		res, err := c.engine.DoGroup(ctx, parts)
+		return res.Parts, err
+	})
+}
+
+// cutParts fills st.parts and st.where with the lookup's parts: each
+// run's plan whole for a table of one shard, else cut by its shards,
+// parts without rows left out.
+func (c *Client) cutParts(st *lookupState) error {
 	st.parts, st.where = st.parts[:0], st.where[:0]
 	if len(st.splitters) < len(st.runs) {
 		st.splitters = make([]planfmt.Splitter, len(st.runs))
 	}
 	for i := range st.runs {
 		ru := &st.runs[i]
+		if !c.sharded {
+			op := st.ops[i]
+			op.SpanBytes = nil
+			st.parts = append(st.parts, op)
+			st.where = append(st.where, partPlace{run: i})
+			continue
+		}
 		lay := &c.layouts[ru.table]
 		if len(lay.shards) == 1 {
 			op := st.ops[i]
@@ -461,6 +517,16 @@ func (c *Client) executeSharded(ctx context.Context, st *lookupState) error {
 			st.where = append(st.where, partPlace{run: i, shard: lay.shards[k]})
 		}
 	}
+	return nil
+}
+
+// runParts runs a sharded lookup's parts with run (all at once, failing
+// as an *engine.GroupError naming the failed parts) until every part has
+// succeeded, each failed part read again from its shard's next replica.
+func (c *Client) runParts(ctx context.Context, st *lookupState, run func(context.Context, []engine.ScatterOp) ([]engine.Result, error)) error {
+	if err := c.cutParts(st); err != nil {
+		return err
+	}
 	if len(st.parts) == 0 {
 		return nil // every id -1
 	}
@@ -474,8 +540,8 @@ func (c *Client) executeSharded(ctx context.Context, st *lookupState) error {
 			rp := &w.shard.replicas[w.replica]
 			st.parts[j].Conn, st.parts[j].Remote = c.owners[rp.owner].conn, rp.info
 		}
-		res, err := c.engine.DoGroup(ctx, st.parts)
-		for j := range res.Parts {
+		res, err := run(ctx, st.parts)
+		for j := range res {
 			var perr error
 			var ge *engine.GroupError
 			if errors.As(err, &ge) {
@@ -483,7 +549,7 @@ func (c *Client) executeSharded(ctx context.Context, st *lookupState) error {
 					perr = ge.Errs[k]
 				}
 			}
-			c.count(&res.Parts[j], perr)
+			c.count(&res[j], perr)
 		}
 		if err == nil {
 			return nil
@@ -510,6 +576,128 @@ func (c *Client) executeSharded(ctx context.Context, st *lookupState) error {
 		clear(st.parts[keep:])
 		st.parts, st.where = st.parts[:keep], st.where[:keep]
 	}
+}
+
+// executeDevice runs a device lookup's operations (RunDevice): every run,
+// or every shard's part of a sharded lookup, as an Engine.DoDevice into
+// st.dev through a bounce lease of its own, all at once (the last on this
+// goroutine). A one-owner lookup fails with the first failed run's
+// *TransferError; a sharded one retries its failed parts on their
+// shards' next replicas (runParts).
+func (c *Client) executeDevice(ctx context.Context, st *lookupState) error {
+	if c.sharded {
+		return c.runParts(ctx, st, func(ctx context.Context, parts []engine.ScatterOp) ([]engine.Result, error) {
+			return c.doDevice(ctx, st, parts)
+		})
+	}
+	if err := c.cutParts(st); err != nil {
+		return err
+	}
+	res, err := c.doDevice(ctx, st, st.parts)
+	for j := range res {
+		var perr error
+		var ge *engine.GroupError
+		if errors.As(err, &ge) {
+			if k := slices.Index(ge.Failed, j); k >= 0 {
+				perr = ge.Errs[k]
+			}
+		}
+		c.count(&res[j], perr)
+	}
+	var ge *engine.GroupError
+	if errors.As(err, &ge) {
+		ru := &st.runs[st.where[ge.Part].run]
+		return &TransferError{Table: c.specs[ru.table].Name, Columns: ru.n, Err: ge.Err}
+	}
+	if err != nil {
+		ru := &st.runs[0]
+		return &TransferError{Table: c.specs[ru.table].Name, Columns: ru.n, Err: err}
+	}
+	return nil
+}
+
+// doDevice runs parts at once, each an Engine.DoDevice into st.dev
+// through a bounce lease of the output arena sized to it (bounceShape), as
+// many at a time as the arena gives bounces for: a part whose lease the
+// arena cannot give waits for a running part to end, and fails the lookup
+// with ErrExhausted (a plain error, not a part's: no replica is to blame)
+// only when none is running. It returns each part's result and, when
+// some failed, an *engine.GroupError naming them (the last part to start
+// runs on this goroutine).
+func (c *Client) doDevice(ctx context.Context, st *lookupState, parts []engine.ScatterOp) ([]engine.Result, error) {
+	n := len(parts)
+	st.devRes = grow(st.devRes, n)
+	st.devErrs = grow(st.devErrs, n)
+	res := make([]engine.Result, n)
+	ended := make(chan int, n)
+	running := 0
+	var exhausted error
+	for j := range parts {
+		window, depth := bounceShape(parts[j].Plan.DstExtent)
+		var lease bufferpool.Lease
+		for {
+			var err error
+			if lease, err = c.staging.Pool().TryAcquire(int(window) * depth); err == nil {
+				break
+			}
+			if running == 0 {
+				exhausted = fmt.Errorf("engram: bounce of %d x %d bytes for a device lookup: %w (%w)", depth, window, ErrExhausted, err)
+				break
+			}
+			<-ended
+			running--
+		}
+		if exhausted != nil {
+			break
+		}
+		one := func() {
+			defer lease.Release()
+			d := engine.DeviceOp{Op: parts[j], Device: st.dev, Window: window, Depth: depth}
+			d.Op.Local, d.Op.LocalOff = c.local, uint64(lease.Offset())
+			st.devRes[j], st.devErrs[j] = c.engine.DoDevice(ctx, &d)
+		}
+		if j == n-1 {
+			one()
+			continue
+		}
+		running++
+		go func() {
+			one()
+			ended <- j
+		}()
+	}
+	for ; running > 0; running-- {
+		<-ended
+	}
+	if exhausted != nil {
+		return nil, exhausted
+	}
+	var ge *engine.GroupError
+	for j := range parts {
+		res[j] = st.devRes[j].Result
+		if err := st.devErrs[j]; err != nil {
+			if ge == nil {
+				ge = &engine.GroupError{Part: j, Err: err}
+			}
+			ge.Failed, ge.Errs = append(ge.Failed, j), append(ge.Errs, err)
+		}
+	}
+	if ge != nil {
+		return res, ge
+	}
+	return res, nil
+}
+
+// bounceShape is a device part's bounce slots for a destination extent of
+// ext bytes: engine.DefaultDeviceDepth windows of
+// engine.DefaultDeviceWindow, or two of ext (rounded up to OutputAlign)
+// when it fits one window.
+func bounceShape(ext uint64) (uint64, int) {
+	if ext >= engine.DefaultDeviceWindow {
+		return engine.DefaultDeviceWindow, engine.DefaultDeviceDepth
+	}
+	w := (max(ext, 1) + OutputAlign - 1) / OutputAlign * OutputAlign
+	return w, 2
 }
 
 // shardErr is the error of a lookup whose shard w has no replica left.
