@@ -116,6 +116,9 @@ func (c *Context) WrapDevice(p DevPtr, n int64, s Stream) (*DeviceBuffer, error)
 // PinHost returns ErrNotSupported.
 func (c *Context) PinHost(p []byte) (func() error, error) { return nil, ErrNotSupported }
 
+// ReadBack needs the `cuda` build tag.
+func (c *Context) ReadBack(dst []byte, src DevPtr, s Stream) error { return ErrNotSupported }
+
 // Ptr returns 0.
 func (b *DeviceBuffer) Ptr() DevPtr { return 0 }
 

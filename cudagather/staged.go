@@ -1054,3 +1054,30 @@ func (c *Context) lookupSplit(s Stream, r *Request, p *plan, tz int) error {
 	}
 	return firstErr(zerr, serr)
 }
+
+// ReadBack copies len(dst) bytes at device address src into dst in s's
+// order, after s's earlier work, and waits for them (synchronizing s): a
+// remote lookup's ids read back before the host sends them. A stream
+// being captured into a graph is refused with an *ArgError (the wait
+// cannot be captured), before anything is enqueued.
+func (c *Context) ReadBack(dst []byte, src DevPtr, s Stream) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if src == 0 {
+		return &ArgError{Field: "src", Reason: "NULL"}
+	}
+	capt, err := c.capturing(s)
+	if err != nil {
+		return err
+	}
+	if capt {
+		return &ArgError{Field: "stream", Reason: "being captured into a graph: reading ids back waits for the stream, which a capture forbids"}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return driverErr("cuMemcpyDtoHAsync", C.sk_ids_back(c.ctx, unsafe.Pointer(&dst[0]), C.CUdeviceptr(uintptr(src)), C.size_t(len(dst)), cstream(s)))
+}

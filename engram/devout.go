@@ -136,3 +136,14 @@ func (s *Store) releasePin() error {
 	}
 	return nil
 }
+
+// UnpinBuffers runs the release PinBuffers kept now, once no lookup is in
+// flight (before the device package that pinned the memory closes), so
+// that a later PinBuffers may pin it again; without a pin it does
+// nothing. Device lookups still work unpinned (their copies from pageable
+// memory are synchronous).
+func (s *Store) UnpinBuffers() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.releasePin()
+}

@@ -223,10 +223,16 @@ func TestLookupDevice(t *testing.T) {
 		}))
 		require.NotEmpty(t, pinned)
 		require.ErrorIs(t, rs.PinBuffers(func([]byte) (func() error, error) { return nil, nil }), ErrConfig)
-		require.NoError(t, rs.Close())
+		require.NoError(t, rs.UnpinBuffers())
 		require.Equal(t, 1, released)
+		require.NoError(t, rs.UnpinBuffers())
+		require.NoError(t, rs.PinBuffers(func(mem []byte) (func() error, error) {
+			return func() error { released++; return nil }, nil
+		}))
 		require.NoError(t, rs.Close())
-		require.Equal(t, 1, released)
+		require.Equal(t, 2, released)
+		require.NoError(t, rs.Close())
+		require.Equal(t, 2, released)
 		err := rs.LookupDevice(ctx, []string{"a"}, IDs64([]int64{3}, 1, 1), DeviceTokenMajor(&fakeDevMem{mem: make([]byte, 264)}, 1, 1, 264), nil)
 		require.ErrorIs(t, err, ErrClosed)
 	})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -41,7 +42,13 @@ type deviceObj struct {
 	ordinal int
 	flags   int32
 	ctx     *cudagather.Context
-	dt      *engram.DeviceTables
+	dt      *engram.DeviceTables // a local store's
+	// remote: the attachment of a remote store (dt nil): its lookups read
+	// the ids back and land the owner's rows in device memory through
+	// the store's buffer memory (engram.Store.LookupDevice); pinned: this
+	// attachment pinned that memory and unpins it at release.
+	remote, pinned bool
+	idsBuf         sync.Pool // *[]byte: ids read back
 
 	// mu: lookups, warmups and status reads hold it shared, release
 	// exclusively, so the context is never closed under a call.
@@ -134,8 +141,8 @@ func attach(store uint64, ordinal, flags int32) (uint64, error) {
 		if flags&cudaAsync != 0 && flags&cudaHost == 0 {
 			return badArg("flags", "SK_CUDA_ASYNC without SK_CUDA_HOST: it settles how host tables are read, and a device-copy attachment reads none")
 		}
-		if st.tr != nil {
-			return badArg("store", "a remote store: device lookups read a local store's snapshots")
+		if st.tr != nil && flags&cudaAsync != 0 {
+			return badArg("flags", "SK_CUDA_ASYNC on a remote store: a remote lookup reads its ids back and waits for its rows")
 		}
 		n, err := deviceCount()
 		if err != nil {
@@ -163,9 +170,21 @@ func attach(store uint64, ordinal, flags int32) (uint64, error) {
 		if err := warmupContext(ctx); err != nil {
 			return errors.Join(err, ctx.Close())
 		}
-		dev := gatherDevice{Context: ctx, strict: flags&cudaStrict != 0}
-		if d.dt, err = st.s.AttachDevice(dev, engram.DeviceOptions{Host: flags&cudaHost != 0}); err != nil {
-			return errors.Join(err, ctx.Close())
+		if st.tr != nil {
+			// A remote store: its buffer memory pinned once, by the first
+			// attachment (portable: every context copies from it).
+			d.remote = true
+			if !st.remotePinned() {
+				if err := st.s.PinBuffers(ctx.PinHost); err != nil {
+					return errors.Join(err, ctx.Close())
+				}
+				d.pinned = true
+			}
+		} else {
+			dev := gatherDevice{Context: ctx, strict: flags&cudaStrict != 0}
+			if d.dt, err = st.s.AttachDevice(dev, engram.DeviceOptions{Host: flags&cudaHost != 0}); err != nil {
+				return errors.Join(err, ctx.Close())
+			}
 		}
 		if h, err = adopt(st, devices, d, devicesOf); err != nil {
 			return errors.Join(err, d.release())
@@ -175,12 +194,26 @@ func attach(store uint64, ordinal, flags int32) (uint64, error) {
 	return h, err
 }
 
-// hostAttached reports whether st has an attachment with SK_CUDA_HOST.
+// hostAttached reports whether st has an attachment with SK_CUDA_HOST
+// (a local store's: a remote store's attachments map no snapshot).
 func (st *storeObj) hostAttached() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, d := range st.devices {
-		if d.flags&cudaHost != 0 {
+		if d.flags&cudaHost != 0 && !d.remote {
+			return true
+		}
+	}
+	return false
+}
+
+// remotePinned reports whether an attachment of st pinned its buffer
+// memory.
+func (st *storeObj) remotePinned() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, d := range st.devices {
+		if d.pinned {
 			return true
 		}
 	}
@@ -212,6 +245,9 @@ func (d *deviceObj) release() error {
 		err := syncDevice(d.ordinal)
 		if d.dt != nil {
 			err = errors.Join(err, d.dt.Close())
+		}
+		if d.pinned {
+			err = errors.Join(err, d.st.s.UnpinBuffers())
 		}
 		return errors.Join(err, d.ctx.Close())
 	})
@@ -363,10 +399,58 @@ func (a *deviceLookupArgs) prepare(pl *preparedDeviceLookup) error {
 func (pl *preparedDeviceLookup) done() { pl.d.mu.RUnlock() }
 
 // run enqueues the lookup on stream; it returns before the kernel runs.
+// A remote store's lookup (runRemote) returns once its rows are in
+// device memory.
 func (pl *preparedDeviceLookup) run(stream uint64) error {
 	a := pl.a
+	if pl.d.remote {
+		return pl.runRemote(stream)
+	}
 	return pl.d.dt.Lookup(uintptr(stream), pl.names, uintptr(a.ids), a.idBits == 64, int(a.t), int(a.k),
 		uintptr(a.out), a.outLen, a.off, a.tStride, a.kStride, &pl.opts)
+}
+
+// runRemote is a remote store's lookup into device memory: the ids read
+// back after the stream's earlier work (synchronizing it; a stream being
+// captured is refused), the request checked in full on the host (a bad
+// id writes nothing), the rows landed in the output through the store's
+// pinned buffer memory by copies on the stream, waited for.
+func (pl *preparedDeviceLookup) runRemote(stream uint64) error {
+	a, d := pl.a, pl.d
+	n := a.t * int64(a.k)
+	if n == 0 {
+		return nil
+	}
+	size := int64(a.idBits / 8)
+	bp, _ := d.idsBuf.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer d.idsBuf.Put(bp)
+	if int64(cap(*bp)) < n*size {
+		*bp = make([]byte, n*size)
+	}
+	b := (*bp)[:n*size]
+	s := cudagather.Stream(stream)
+	if err := d.ctx.ReadBack(b, cudagather.DevPtr(a.ids), s); err != nil {
+		return err
+	}
+	var ids engram.IDs
+	if a.idBits == 64 {
+		ids = engram.IDs64(unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), n), int(a.t), int(a.k))
+	} else {
+		ids = engram.IDs32(unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), n), int(a.t), int(a.k))
+	}
+	if a.outLen <= 0 {
+		return badArg("out_len", "%d: no room for %d rows", a.outLen, n)
+	}
+	buf, err := d.ctx.WrapDevice(cudagather.DevPtr(a.out), a.outLen, s)
+	if err != nil {
+		return err
+	}
+	out := engram.DeviceOutput{Dst: buf, Off: int(a.off), TStride: int(a.tStride), KStride: int(a.kStride)}
+	err = d.st.s.LookupDevice(context.Background(), pl.names, ids, out, &pl.opts)
+	return errors.Join(err, buf.Close())
 }
 
 // deviceLookup is sk_cuda_lookup.
@@ -399,6 +483,9 @@ func benchGraph(a *deviceLookupArgs, n int64) (time.Duration, error) {
 			return err
 		}
 		defer pl.done()
+		if pl.d.remote {
+			return badArg("dev", "the attachment of a remote store: its lookups read their ids back and wait, which a graph capture forbids")
+		}
 		ctx, s := pl.d.ctx, cudagather.Stream(a.stream)
 		g, err := ctx.Capture(s, func() error { return pl.run(a.stream) })
 		if err != nil {

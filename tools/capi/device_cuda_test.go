@@ -529,3 +529,85 @@ func TestCUDALifetime(t *testing.T) {
 		requireCode(t, codeInval, err)
 	})
 }
+
+// TestCUDARemoteLookup: a remote store (over tcp and shm) attached to
+// device 0 looks rows up into device buffers with its ids in device
+// memory: int32 and int64 ids, token-major, head-major and padded outputs,
+// with and without offsets, byte for byte the owner's CPU lookup, -1 rows
+// as they were; a bad id is refused whole (SK_EID) with the output
+// untouched; SK_CUDA_ASYNC and a graph capture of a remote lookup are
+// refused; the store's buffer memory is pinned by the first attachment
+// and lookups still work after a second attachment is detached.
+func TestCUDARemoteLookup(t *testing.T) {
+	g := newGPU(t)
+	for _, tr := range []string{"tcp", "shm"} {
+		t.Run(tr, func(t *testing.T) {
+			r := newRand(t)
+			tables := map[string]table{"a": {rows: 5000, rowBytes: devR}, "b": {rows: 3001, rowBytes: devR}}
+			owner, _ := populated(t, r, tables)
+			srv, addr, err := serve(owner, tr, "", "")
+			require.NoError(t, err)
+			t.Cleanup(func() { closeServer(srv) })
+			st := openStore(t, configJSON(t, tables, "", map[string]any{"transport": tr, "addr": addr, "buffer_bytes": 32 << 20}))
+			names := make([]string, 24)
+			for k := range names {
+				names[k] = []string{"a", "b"}[k%2]
+			}
+			rows := map[string]int64{"a": 5000, "b": 3001}
+			ownerCols, cols := newCols(t, owner, names...), newCols(t, st, names...)
+			_, err = attach(st, 0, cudaHost|cudaAsync)
+			requireCode(t, codeInval, err)
+			dev := attachT(t, st, cudaHost)
+			for _, T := range []int{1, 16, 700} {
+				for _, bits := range []int32{32, 64} {
+					for _, lay := range layouts(T, len(names)) {
+						for _, withOffsets := range []bool{false, true} {
+							t.Run(fmt.Sprintf("T=%d/ids%d/%s/offsets=%v", T, bits, lay.name, withOffsets), func(t *testing.T) {
+								dc := &devCase{st: owner, dev: dev, cols: ownerCols, names: names, T: T, K: len(names), bits: bits, lay: lay}
+								if withOffsets {
+									dc.offsets = columnOffsets(dc.K)
+								}
+								ids := randomIDs(r, rows, names, T, dc.offsets)
+								want := dc.cpu(t, ids) // the owner's own lookup
+								idb, _ := idBytes(ids, bits)
+								idp, out := g.alloc(len(idb)), g.alloc(int(lay.outLen))
+								g.upload(idp, idb)
+								g.poisonDevice(out, int(lay.outLen))
+								dc.cols = cols
+								a := dc.args(g, idp, out)
+								require.NoError(t, deviceLookup(&a))
+								requireRows(t, dc, want, g.download(out, int(lay.outLen)))
+								require.NoError(t, status(dev, uint64(g.s), int32(dc.K)))
+							})
+						}
+					}
+				}
+			}
+			// A bad id: refused whole, nothing written.
+			dc := &devCase{st: st, dev: dev, cols: cols, names: names, T: 4, K: len(names), bits: 64, lay: layouts(4, len(names))[0]}
+			ids := randomIDs(r, rows, names, 4, nil)
+			ids[30] = 5000 + 7
+			idb, _ := idBytes(ids, 64)
+			idp, out := g.alloc(len(idb)), g.alloc(int(dc.lay.outLen))
+			g.upload(idp, idb)
+			g.poisonDevice(out, int(dc.lay.outLen))
+			a := dc.args(g, idp, out)
+			requireCode(t, codeID, deviceLookup(&a))
+			poisoned := make([]byte, dc.lay.outLen)
+			poison(poisoned)
+			require.Equal(t, poisoned, g.download(out, int(dc.lay.outLen)))
+			// Captures are refused, clearly.
+			ids[30] = 1
+			idb, _ = idBytes(ids, 64)
+			g.upload(idp, idb)
+			_, err = benchGraph(&a, 2)
+			requireCode(t, codeInval, err)
+			// A second attachment (the same device) and its detach leave
+			// the first one's lookups working.
+			dev2, err := attach(st, 0, 0)
+			require.NoError(t, err)
+			require.NoError(t, detach(dev2))
+			require.NoError(t, deviceLookup(&a))
+		})
+	}
+}

@@ -6,7 +6,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
-	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,77 +26,16 @@ import (
 // read back, against the plan applied on the host: -1 rows and the bytes
 // between destinations keep the device's earlier contents.
 func TestScatterIntoDevice(t *testing.T) {
-	c, err := cudagather.NewContext(0)
-	if err != nil {
-		if os.Getenv("REQUIRE_CUDA") == "1" {
-			t.Fatalf("REQUIRE_CUDA=1: %v", err)
-		}
-		t.Skipf("no CUDA device: %v", err)
-	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	c := newContext(t)
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 2))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
-	ownerT, reqT := tcp.New(tcp.Config{}), tcp.New(tcp.Config{})
-	defer ownerT.Close()
-	defer reqT.Close()
 	const tableBytes = 16 << 20
-	table, err := ownerT.Alloc(tableBytes, verbs.AccessRemoteRead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range table.Bytes() {
-		table.Bytes()[i] = byte(r.Uint32())
-	}
-	exports := []verbs.Export{{Name: "table", Region: table}}
-	seg, err := ownerT.Listen("127.0.0.1:0", exports, verbs.ListenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seg.Close()
-	st, err := staging.New(ownerT, bufferpool.Config{Budget: 8 << 20, MinSlot: 64 << 10, NoHugePages: true}, verbs.AccessLocal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := gather.NewService(gather.Config{Segment: seg, Exports: exports, Staging: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-
 	const window, depth = 1 << 20, 3
-	bounce, err := reqT.Alloc(window*depth, verbs.AccessLocal|verbs.AccessRemoteWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unpin, err := c.PinHost(bounce.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := unpin(); err != nil {
-			t.Error(err)
-		}
-	}()
-	conn, err := reqT.Connect(ctx, seg.Addr(), verbs.ConnectOptions{Expose: []verbs.Export{{Name: "bounce", Region: bounce}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	info, _ := verbs.FindRegion(conn.Remote(), "table")
-	eng, err := engine.New(engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	o := newScatterOwner(t, ctx, c, r, tableBytes, window*depth)
+	table, bounce, conn, info, eng := o.table, o.bounce, o.conn, o.info, o.eng
 
 	const R = 264
 	ids := make([]int32, 30_000)
@@ -158,4 +97,132 @@ func TestScatterIntoDevice(t *testing.T) {
 			}
 		}
 	}
+}
+
+// scatterOwner is an owner of a random table over tcp with a gather
+// service, and a requester connected to it with a pinned bounce region
+// exposed, an engine, and the table's region info.
+type scatterOwner struct {
+	table, bounce *verbs.Region
+	conn          verbs.Conn
+	info          verbs.RegionInfo
+	eng           *engine.Engine
+	reqT          verbs.Transport
+}
+
+func newScatterOwner(tb testing.TB, ctx context.Context, c *cudagather.Context, r *rand.Rand, tableBytes, bounceBytes int) *scatterOwner {
+	tb.Helper()
+	ownerT, reqT := tcp.New(tcp.Config{}), tcp.New(tcp.Config{})
+	tb.Cleanup(func() { ownerT.Close() })
+	tb.Cleanup(func() { reqT.Close() })
+	table, err := ownerT.Alloc(tableBytes, verbs.AccessRemoteRead)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range table.Bytes() {
+		table.Bytes()[i] = byte(r.Uint32())
+	}
+	exports := []verbs.Export{{Name: "table", Region: table}}
+	seg, err := ownerT.Listen("127.0.0.1:0", exports, verbs.ListenOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { seg.Close() })
+	st, err := staging.New(ownerT, bufferpool.Config{Budget: 8 << 20, MinSlot: 64 << 10, NoHugePages: true}, verbs.AccessLocal)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	svc, err := gather.NewService(gather.Config{Segment: seg, Exports: exports, Staging: st})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { svc.Close() })
+	bounce, err := reqT.Alloc(bounceBytes, verbs.AccessLocal|verbs.AccessRemoteWrite)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	unpin, err := c.PinHost(bounce.Bytes())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := unpin(); err != nil {
+			tb.Error(err)
+		}
+	})
+	conn, err := reqT.Connect(ctx, seg.Addr(), verbs.ConnectOptions{Expose: []verbs.Export{{Name: "bounce", Region: bounce}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	info, _ := verbs.FindRegion(conn.Remote(), "table")
+	eng, err := engine.New(engine.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { eng.Close() })
+	return &scatterOwner{table: table, bounce: bounce, conn: conn, info: info, eng: eng, reqT: reqT}
+}
+
+// BenchmarkScatterIntoDevice measures issue 21's scatter goal: many-small
+// (98,304 random 264-byte rows of a 256 MiB table) read over tcp into
+// device memory (Engine.DoDevice, the default window and depth) against
+// the same READ into registered host memory, alternating in the same
+// repetitions, adaptive mode; it logs the medians, the goodputs and the
+// ratio (goal >= 0.9), and the device path's pieces and copy wait.
+func BenchmarkScatterIntoDevice(b *testing.B) {
+	c := newContext(b)
+	r := rand.New(rand.NewPCG(rand.Uint64(), 5))
+	ctx := context.Background()
+	const tableBytes, R, N = 256 << 20, 264, 98_304
+	window, depth := uint64(engine.DefaultDeviceWindow), engine.DefaultDeviceDepth
+	hostOff := window * uint64(depth)
+	o := newScatterOwner(b, ctx, c, r, tableBytes, int(hostOff)+N*R)
+	s, err := c.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.DestroyStream(s)
+	buf, err := c.NewDeviceBuffer(N*R, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer buf.Close()
+	ids := make([]int32, N)
+	p := &planfmt.Plan{Form: planfmt.FormRows, SrcExtent: tableBytes, DstExtent: N * R,
+		Rows: planfmt.Rows{RowSize: R, TableRows: tableBytes / R, IDs32: ids}}
+	const reps = 40
+	var dev, host []time.Duration
+	var pieces int
+	var wait time.Duration
+	for i := range reps + 5 {
+		for j := range ids {
+			ids[j] = int32(r.IntN(tableBytes / R))
+		}
+		t0 := time.Now()
+		res, err := o.eng.DoDevice(ctx, &engine.DeviceOp{
+			Op:     engine.ScatterOp{Conn: o.conn, Dir: verbs.OpRead, Remote: o.info, Local: o.bounce, Plan: p},
+			Device: buf})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d1 := time.Since(t0)
+		t0 = time.Now()
+		if _, err := o.eng.Do(ctx, &engine.ScatterOp{Conn: o.conn, Dir: verbs.OpRead, Remote: o.info, Local: o.bounce, LocalOff: hostOff, Plan: p}); err != nil {
+			b.Fatal(err)
+		}
+		d2 := time.Since(t0)
+		if i >= 5 {
+			dev, host = append(dev, d1), append(host, d2)
+			pieces, wait = res.Pieces, wait+res.CopyWait
+		}
+	}
+	slices.Sort(dev)
+	slices.Sort(host)
+	m1, m2 := dev[reps/2], host[reps/2]
+	gbps := func(d time.Duration) float64 { return float64(N*R) * 8 / d.Seconds() / 1e9 }
+	b.Logf("scatter-device many-small N=%d R=%d tcp: into device p50 %v (%.1f Gbit/s, %d pieces, copy wait %v a READ), into host p50 %v (%.1f Gbit/s): ratio %.3f (goal >= 0.9)",
+		N, R, m1, gbps(m1), pieces, wait/reps, m2, gbps(m2), float64(m2)/float64(m1))
+	b.ReportMetric(0, "ns/op")
 }

@@ -19,3 +19,7 @@ var _ engram.Device = (*cudagather.Context)(nil)
 
 // DeviceDst is a device buffer as a scatter READ's destination.
 var _ engine.DeviceDst = (*cudagather.DeviceBuffer)(nil)
+
+// A device buffer is also a remote Engram lookup's destination
+// (engram.Store.LookupDevice; the same interface).
+var _ engram.DeviceDst = (*cudagather.DeviceBuffer)(nil)

@@ -640,6 +640,13 @@ class EngramStore:
         and is raised by check_status(). The first CUDA lookup on a device
         attaches the store there (see warmup(); not inside a capture).
 
+        CUDA output on a remote store: the ids are read back after the
+        stream's earlier work (the stream is synchronized), the request is
+        checked whole on the host (a bad id raises RowIDError and nothing
+        is written), and the owner's rows land in the output through the
+        store's pinned buffer memory by copies on stream; the call returns
+        once they are there. Not capturable in a CUDA graph (it raises).
+
         With int table_ids it is the layer API's lookup: single-head
         layers, [H,T] int64 ids into a [H,T,R] output."""
         # An open store's instances carry _bind_lookup's closure as
@@ -904,11 +911,6 @@ class EngramStore:
                     f"scatterkit: CUDA lookups need libscatterkit_cuda.so and a CUDA driver; loaded {self._lib.path}"
                     + (" (the driver did not initialise)" if _capi.driver() is None else "")
                 )
-            if self.remote is not None:
-                raise NotImplementedError(
-                    "scatterkit: lookups of a remote store into CUDA memory are not supported yet (issue 21): look up "
-                    "into store.empty(T, K) and copy it to the device"
-                )
             drv = _capi.driver()
             if stream is not None and drv is not None and drv.capturing(stream):
                 raise RuntimeError(
@@ -1118,8 +1120,9 @@ class EngramStore:
         it lands in place, no copy); on a local store ordinary memory.
         like="torch" (or a torch tensor) returns a torch CPU tensor view.
         The memory is freed when the last array or tensor over it goes.
-        like="cuda" (or "cuda:N", or a CUDA tensor) on a local store: a new
-        torch uint8 tensor on that device."""
+        like="cuda" (or "cuda:N", or a CUDA tensor): a new torch uint8
+        tensor on that device (a remote store's lookups land in it through
+        its buffer memory)."""
         self._check_open()
         T, K = operator.index(T), operator.index(K)
         r = self._row_bytes if row_bytes is None else operator.index(row_bytes)
@@ -1130,11 +1133,6 @@ class EngramStore:
         n = T * K * r
         cuda = getattr(like, "is_cuda", False) or (isinstance(like, str) and like.startswith("cuda"))
         if cuda:
-            if self.remote is not None:
-                raise NotImplementedError(
-                    "scatterkit: remote lookups into CUDA memory are not supported yet (issue 21): empty(T, K) gives "
-                    "registered host memory to look up into and copy"
-                )
             if cuda_device_count() == 0:
                 raise NotImplementedError(f"scatterkit: empty(like={like!r}): no CUDA device here (library {self._lib.path})")
             import torch

@@ -453,16 +453,73 @@ def test_lifetime_and_reattach(gstore, rng, cuda, mode):
         s.lookup(("a",), ids_d, out)
 
 
-def test_remote_store_into_cuda_refused(tmp_path, rng, cuda):
-    with EngramStore(tables={"a": {"num_rows": 10, "row_bytes": 8}}, local_dir=str(tmp_path)) as owner:
-        owner.populate("a", random_rows(rng, 10, 8))
-        sv = owner.serve()
-        with EngramStore(tables={"a": {"num_rows": 10, "row_bytes": 8}}, remote=sv.url) as rs:
-            out = torch.zeros((1, 1, 8), dtype=torch.uint8, device=cuda)
-            with pytest.raises(NotImplementedError, match="issue 21"):
-                rs.lookup(("a",), torch.zeros((1, 1), dtype=torch.int64, device=cuda), out)
-            with pytest.raises(NotImplementedError):
-                rs.empty(1, 1, like="cuda")
+@pytest.fixture
+def remote_pair(tmp_path, rng, cuda):
+    """(owner, remote store, rows): two populated R-byte tables served
+    over tcp and a remote store on them."""
+    specs = {"a": {"num_rows": 3000, "row_bytes": R}, "b": {"num_rows": 1700, "row_bytes": R}}
+    owner = EngramStore(tables=specs, namespace="cuda-remote", local_dir=str(tmp_path))
+    rows = {n: random_rows(rng, sp["num_rows"], R) for n, sp in specs.items()}
+    for n, r in rows.items():
+        owner.populate(n, r)
+    sv = owner.serve()
+    rs = EngramStore(tables=specs, namespace="cuda-remote", remote=sv.url)
+    yield owner, rs, rows
+    torch.cuda.synchronize()
+    rs.close()
+    owner.close()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("head_major", [False, True])
+@pytest.mark.parametrize("T", [1, 16, 512])
+def test_remote_store_into_cuda(remote_pair, rng, cuda, dtype, head_major, T):
+    """A remote store's lookup into a CUDA tensor, ids on the device: the
+    owner's rows, -1 rows as they were, offsets applied, both layouts; the
+    call returns with the rows in place (read on the same stream)."""
+    owner, rs, rows = remote_pair
+    names = ("a", "b", "a", "a", "b", "b", "a", "b")
+    k = len(names)
+    offsets = [0, 5000, 0, 0, 5000, 5000, 0, 5000]
+    sizes = [rows[n].shape[0] for n in names]
+    ids = rand_ids(rng, T, sizes, offsets, dtype=dtype)
+    shape = (k, T, R) if head_major else (T, k, R)
+    poison, out = poison_on(rng, shape, cuda)
+    view = out.permute(1, 0, 2) if head_major else out
+    rs.lookup(names, to_dev(ids, cuda), view, offsets=offsets)
+    got = out.cpu().numpy()
+    want = expected(poison, names, rows, ids, offsets, head_major=head_major)
+    np.testing.assert_array_equal(got, want)
+    rs.check_status()
+
+
+def test_remote_store_cuda_errors(remote_pair, rng, cuda):
+    """A bad id raises RowIDError at the call and writes nothing; a lookup
+    inside a graph capture raises; empty(like="cuda") gives a device
+    tensor the lookup fills; the store keeps working after each."""
+    owner, rs, rows = remote_pair
+    names = ("a", "b")
+    ids = np.array([[1, 2], [3, 1700]], np.int64)  # b has 1700 rows
+    poison, out = poison_on(rng, (2, 2, R), cuda)
+    with pytest.raises(RowIDError):
+        rs.lookup(names, to_dev(ids, cuda), out)
+    np.testing.assert_array_equal(out.cpu().numpy(), poison)
+
+    e = rs.empty(2, 2, like="cuda")
+    assert e.is_cuda and tuple(e.shape) == (2, 2, R)
+    ids[1, 1] = 5
+    ids_d = to_dev(ids, cuda)
+    rs.lookup(names, ids_d, e)
+    np.testing.assert_array_equal(e.cpu().numpy(), expected(e.cpu().numpy(), names, rows, ids))
+
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(Exception, match="captur"):
+        with torch.cuda.graph(g, stream=s):
+            rs.lookup(names, ids_d, e)
+    torch.cuda.synchronize()
+    rs.lookup(names, ids_d, e)  # still works
+    torch.cuda.synchronize()
 
 
 def test_repeated_calls_and_moved_tensors(gstore, rng, cuda):
