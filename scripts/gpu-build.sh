@@ -14,7 +14,7 @@ export CGO_ENABLED=1
 export CGO_CFLAGS="-I$cache/root/usr/include"
 export CGO_LDFLAGS="-L$cache/root/usr/lib/x86_64-linux-gnu/stubs"
 mkdir -p .gpu
-go vet -tags cuda ./cudagather ./tools/internal/cudaengram ./tools/capi
+go vet -tags cuda ./cudagather ./tools/internal/cudaengram ./tools/capi ./tools/internal/bench
 # Stripped (-s -w): smaller to carry to the GPU machine.
 go test -tags cuda -ldflags="-s -w" -c -o .gpu/cudagather.test ./cudagather
 go test -tags cuda -ldflags="-s -w" -c -o .gpu/cudaengram.test ./tools/internal/cudaengram
@@ -23,6 +23,8 @@ go test -tags cuda -ldflags="-s -w" -c -o .gpu/cudaengram.test ./tools/internal/
 # CUDA library's header against docs/capi.md (TestHeaderCUDA, here where
 # cuda.h is at hand: REQUIRE_CUDA_BUILD=1 makes its skip a failure).
 (cd tools && go test -tags cuda -ldflags="-s -w" -c -o ../.gpu/capi.test ./capi)
+# scatterbench with -dst gpu (READ destinations in device memory).
+(cd tools && go build -tags cuda -ldflags="-s -w" -o ../.gpu/scatterbench ./cmd/scatterbench)
 CAPI_LDFLAGS="-s -w" bash scripts/build-capi.sh --cuda .gpu >/dev/null
 (cd tools && REQUIRE_CUDA_BUILD=1 go test -count=1 -run '^TestHeaderCUDA$' ./capi)
 cp cudagather/bench/torchbench.py cudagather/bench/torch_host.py .gpu/

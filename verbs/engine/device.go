@@ -62,7 +62,10 @@ type DeviceOp struct {
 // DeviceResult is the outcome of Engine.DoDevice.
 type DeviceResult struct {
 	// Result adds up the pieces: Bytes, Fragments, Spans, the fallbacks;
-	// Mode and Chosen are those of the piece that moved the most bytes;
+	// Trace.StagingPeak is the largest piece's, Trace.Slots and
+	// Trace.ChunkBytes the largest piece bound's (each piece's peak stays
+	// within its own); Mode and Chosen are those of the piece that moved
+	// the most bytes;
 	// SpanBytes is one span of Bytes; Trace.Total is the whole operation,
 	// Trace.Payload its bytes, the stage times the pieces' sums.
 	Result
@@ -251,6 +254,10 @@ func (d *DeviceResult) add(r *Result) {
 	t.DirectRequests += s.DirectRequests
 	t.Mapped += s.Mapped
 	t.StagingPeak = max(t.StagingPeak, s.StagingPeak)
+	// The bound beside the peak: the largest piece's Slots x ChunkBytes.
+	if int64(s.Slots)*s.ChunkBytes > int64(t.Slots)*t.ChunkBytes {
+		t.Slots, t.ChunkBytes = s.Slots, s.ChunkBytes
+	}
 }
 
 // checkDevice validates a DeviceOp and returns its window and depth.

@@ -79,6 +79,10 @@ type Config struct {
 	TCPNoChecksums bool
 	// ChunkedRead sets engine.Config.ChunkedRead on the requester's engine.
 	ChunkedRead bool
+	// DstGPU puts READ destinations in device memory of GPU 0 (-dst gpu, a
+	// build with -tags cuda): every operation an Engine.DoDevice, with the
+	// h2d-copy and host-dst ceilings measured beside it.
+	DstGPU bool
 	// Explain prints to stderr the cost model's decision (parameters,
 	// candidates, the hybrid split) of the last measured operation of each
 	// workload and mode (-explain).
@@ -153,6 +157,16 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	if err != nil {
 		return c, err
 	}
+	if c.DstGPU {
+		if !f.set["workloads"] && !f.custom() {
+			list, _ = Expand("many-small,few-large,mixed")
+		}
+		for i := range list {
+			if !gpuWorkload(&list[i]) {
+				return c, &FlagError{Flag: "-dst", Value: "gpu", Reason: fmt.Sprintf("workload %s is not a scatter READ from one owner (Engram, reshard, Structured Object, WRITE and multi-owner workloads keep their own destinations)", list[i].Name)}
+			}
+		}
+	}
 	if err := c.setPasses(&f, list); err != nil {
 		return c, err
 	}
@@ -190,7 +204,7 @@ func newFlagSet(c *Config, f *cliFlags, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.largeCount, "large-count", 0, "custom workload: large fragment count")
 	fs.Var(bytesValue{&f.largeSize}, "large-size", "custom workload: large fragment size")
 	fs.StringVar(&f.src, "src", string(Random), "custom workload: source order, random or sequential")
-	fs.StringVar(&f.dst, "dst", string(Contiguous), "custom workload: destination layout, contiguous or fragmented")
+	fs.StringVar(&f.dst, "dst", string(Contiguous), "custom workload: destination layout, contiguous or fragmented; gpu: the named (or custom) READ workloads into device memory of GPU 0 (a build with -tags cuda)")
 	fs.StringVar(&f.dir, "dir", "read", "custom workload: direction, read or write")
 	fs.IntVar(&c.StagingSlots, "staging-slots", 8, "owner staging slots one gather command may hold (P)")
 	c.StagingBytes = 64 << 20
@@ -218,6 +232,13 @@ func newFlagSet(c *Config, f *cliFlags, out io.Writer) *flag.FlagSet {
 // checkSettings sets the seed (from the clock without -seed) and the
 // modes, and checks the settings' ranges and combinations.
 func (c *Config) checkSettings(f *cliFlags) error {
+	if f.dst == "gpu" { // the destination's memory, not a custom geometry
+		if newDeviceMem == nil {
+			return &FlagError{Flag: "-dst", Value: f.dst, Reason: errNoGPU.Error()}
+		}
+		c.DstGPU, f.dst = true, string(Contiguous)
+		delete(f.set, "dst")
+	}
 	if f.seed == "" {
 		c.Seed, c.SeedFromClock = uint64(time.Now().UnixNano())&(1<<53-1), true
 	} else {

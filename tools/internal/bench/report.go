@@ -402,6 +402,13 @@ func (g *goalSet) transferGoals() {
 					drawn("goodput", "goal >= 0.75 min(direct-control, pack-only)", 0))
 		}
 	}
+	if ms := g.byName["many-small"]; ms != nil && !math.IsNaN(ms.ceiling(CeilingHostDst)) {
+		// -dst gpu: the READ into device memory against the same READ
+		// into host memory, measured beside it.
+		g.add("many-small", ratioOf(t, "many-small into device memory: adaptive goodput / the same READ into host memory",
+			lineValue(g.get("many-small", "adaptive"), lineGoodput), ms.ceiling(CeilingHostDst), 0.9, true).
+			drawn("goodput", "goal >= 0.9 host-dst", 0))
+	}
 	if g.byName["many-small-3owners"] != nil {
 		g.add("many-small-3owners", ratioOf(t, "many-small-3owners: adaptive goodput / many-small adaptive (one owner)",
 			lineValue(g.get("many-small-3owners", "adaptive"), lineGoodput), lineValue(g.get("many-small", "adaptive"), lineGoodput), 2, true).

@@ -377,11 +377,13 @@ func (s *session) runWorkload(ctx context.Context, w *Workload, r *Runner) (Work
 	for i, m := range c.Modes {
 		all[i] = newSeries(m)
 	}
-	var control, packTimes, rtts []time.Duration
+	var control, packTimes, rtts, h2d, hostDst []time.Duration
 	const (
 		stepControl = iota
 		stepPack
 		stepRTT
+		stepH2D     // -dst gpu
+		stepHostDst // -dst gpu
 		stepModes
 	)
 	steps := stepModes + len(all)
@@ -425,6 +427,24 @@ func (s *session) runWorkload(ctx context.Context, w *Workload, r *Runner) (Work
 					if measured {
 						rtts = append(rtts, time.Since(t))
 					}
+				}
+			case stepH2D, stepHostDst:
+				if s.dev == nil {
+					continue
+				}
+				var d time.Duration
+				var err error
+				if step == stepH2D {
+					d, err = s.h2dOnce(w.Payload())
+				} else {
+					d, err = s.hostDstOnce(ctx, plan)
+				}
+				if err != nil {
+					failure = err
+				} else if measured && step == stepH2D {
+					h2d = append(h2d, d)
+				} else if measured {
+					hostDst = append(hostDst, d)
 				}
 			default:
 				se := all[step-stepModes]
@@ -474,6 +494,17 @@ func (s *session) runWorkload(ctx context.Context, w *Workload, r *Runner) (Work
 		v := gbps(w.Payload(), quantile(packTimes, 0.5))
 		l.GoodputGbps = &v
 		res.Ceilings = append(res.Ceilings, l)
+	}
+	for _, g := range []struct {
+		name  string
+		times []time.Duration
+	}{{CeilingH2D, h2d}, {CeilingHostDst, hostDst}} {
+		if len(g.times) > 0 {
+			l := ceil(g.name, len(g.times))
+			v := gbps(w.Payload(), quantile(g.times, 0.5))
+			l.GoodputGbps = &v
+			res.Ceilings = append(res.Ceilings, l)
+		}
 	}
 	if len(rtts) > 0 {
 		l := ceil(CeilingRTT, len(rtts))
@@ -573,6 +604,10 @@ func (s *session) runMode(ctx context.Context, w *Workload, p *planfmt.Plan, se 
 			op.Remote, op.Local, op.LocalOff = s.table, s.dst, uint64(i)*s.dstStride
 		} else {
 			op.Remote, op.RemoteOff, op.Local = s.scratch, uint64(i)*s.writeStride, s.src
+		}
+		if s.dev != nil && w.Dir == verbs.OpRead {
+			results[i], errs[i] = s.doDevice(octx, i, op)
+			return
 		}
 		if w.Owners > 1 && w.Dir == verbs.OpRead && len(s.more) >= w.Owners-1 {
 			results[i], errs[i] = s.doOwners(octx, w, &s.splitters[i], op)

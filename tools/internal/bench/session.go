@@ -57,6 +57,14 @@ type session struct {
 	more      []*extraOwner
 	splitters []planfmt.Splitter
 
+	// -dst gpu: READ destinations in device memory (dev, Callers slots of
+	// dstStride), landed through a bounce region of bounceStride bytes a
+	// caller; unpins releases the host memory pinned for it.
+	dev          deviceMem
+	bounce       *verbs.Region
+	bounceStride uint64
+	unpins       []func() error
+
 	control *planfmt.Plan // the direct control's plan
 	// calibration lists the owner's and the engine's calibrations that
 	// fell back (calibration.go).
@@ -126,6 +134,11 @@ func newSession(ctx context.Context, c *Config, p Pass, link *netns.Link, stderr
 		return s, fmt.Errorf("scatterbench: destination region: %w", err)
 	}
 	expose := []verbs.Export{{Name: "dst", Region: s.dst}}
+	if c.DstGPU {
+		if expose, err = s.gpuSetup(expose); err != nil {
+			return s, err
+		}
+	}
 	if n := writeSrcBytes(c, p.Workloads); n > 0 {
 		if s.src, err = s.tr.Alloc(int(n), verbs.AccessLocal|verbs.AccessRemoteRead); err != nil {
 			return s, fmt.Errorf("scatterbench: write source region: %w", err)
@@ -244,6 +257,7 @@ func (s *session) close(leaked *int) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, s.gpuClose())
 	if s.tr != nil {
 		errs = append(errs, s.tr.Close())
 	}

@@ -108,6 +108,11 @@ func (s *session) poison(ctx context.Context, w *Workload, p *planfmt.Plan) erro
 		if w.Dir == verbs.OpRead {
 			off := uint64(c) * s.dstStride
 			pattern.Fill(s.dst.Bytes()[off:off+p.DstExtent], seed, off)
+			if s.dev != nil {
+				if err := s.dev.Upload(off, s.dst.Bytes()[off:off+p.DstExtent]); err != nil {
+					return fmt.Errorf("scatterbench: poisoning the device destination: %w", err)
+				}
+			}
 			continue
 		}
 		off := uint64(c) * s.writeStride
@@ -129,6 +134,11 @@ func (s *session) check(ctx context.Context, w *Workload, p *planfmt.Plan, mode 
 		if w.Dir == verbs.OpRead {
 			off = uint64(c) * s.dstStride
 			dst, src = s.dst.Bytes()[off:off+p.DstExtent], streamSource{s.cfg.Seed}
+			if s.dev != nil { // the device's bytes, read back, are what is checked
+				if err := s.dev.Download(off, dst); err != nil {
+					return fmt.Errorf("scatterbench: reading the device destination back: %w", err)
+				}
+			}
 		} else {
 			off = uint64(c) * s.writeStride
 			if err := s.directCopy(ctx, verbs.OpRead, off, p.DstExtent); err != nil {
