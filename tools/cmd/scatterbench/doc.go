@@ -51,6 +51,13 @@
 //	-frag-size N -frags N -large-size N -large-count N -src random|sequential
 //	-dst contiguous|fragmented -dir read|write
 //	                       a custom workload ("custom"); alone, it runs instead of the defaults
+//	-dst gpu               (a build with -tags cuda: .gpu/scatterbench from scripts/gpu-build.sh)
+//	                       the READ workloads (default many-small, few-large, mixed; or the
+//	                       named or custom ones given) into device memory of GPU 0: each
+//	                       operation an Engine.DoDevice through a pinned bounce region, the
+//	                       device bytes read back and verified, with two more ceilings per
+//	                       workload: h2d-copy (the payload copied host to device) and
+//	                       host-dst (the same READ, adaptive, into host memory)
 //	-staging-slots N       owner staging slots per gather command (default 8)
 //	-staging-bytes N       owner staging pool (default 64MiB)
 //	-callers N             concurrent callers, each with its own destination (default 1)
