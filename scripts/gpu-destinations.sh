@@ -28,6 +28,16 @@ grep -E '^(--- |FAIL|ok|PASS|panic)' "$OUT/dst-capi.log" | head -10
 echo "== Python: remote lookups into torch CUDA tensors"
 SCATTERKIT_LIB=$PWD/.gpu PYTHONDONTWRITEBYTECODE=1 timeout -k 5 240 python3 -m pytest -q -p no:cacheprovider tools/python/tests/test_cuda.py -k remote >"$OUT/dst-pytest.log" 2>&1 || rc=1
 grep -E '^(FAILED|ERROR)|passed|failed' "$OUT/dst-pytest.log" | head -10
+echo "== Python: one host table, another process's GPU (the owner removes it and exits meanwhile)"
+SCATTERKIT_SHARED_JSON=/tmp/shared.json SCATTERKIT_LIB=$PWD/.gpu PYTHONDONTWRITEBYTECODE=1 timeout -k 5 180 python3 -m pytest -q -p no:cacheprovider tools/python/tests/test_cuda_shared.py >>"$OUT/dst-pytest.log" 2>&1 || rc=1
+grep -E '^(FAILED|ERROR)|passed|failed' "$OUT/dst-pytest.log" | tail -1
+if [ -f /tmp/shared.json ]; then
+	python3 - /tmp/shared.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"shared table from another process: {d['shared_us']:.1f} us, own table {d['own_us']:.1f} us: ratio {d['ratio']:.3f} (goal >= 0.9)")
+PY
+fi
 echo "== benchmarks"
 timeout -k 5 300 .gpu/cudaengram.test -test.run '^$' -test.bench 'ScatterIntoDevice|RemoteLookupDevice' -test.benchtime 1x -test.v >"$OUT/dst-bench.log" 2>&1 || rc=1
 grep -E 'scatter-device|remote-device|FAIL|panic' "$OUT/dst-bench.log" | sed 's/^ *[a-z_]*_test.go:[0-9]*: //'
