@@ -9,14 +9,43 @@ package cudagather
 
 // sk_copy_runs copies nruns runs {off, len} of src (pinned host memory)
 // to dst+off on s, then records e: one cgo call per piece, not per run.
+// Runs of one length at one pitch (a strided layout's rows: every K-th
+// row of a token-major output, a column of a head-major one) go as one
+// two-dimensional copy each, so a piece of many short rows costs a copy
+// per regular stretch, not per row; bytes between the runs are never
+// written. A lone run is a plain copy.
 static CUresult sk_copy_runs(CUcontext ctx, CUdeviceptr dst, const char *src, const uint64_t *runs, size_t nruns, CUstream s, CUevent e) {
 	CUresult r = cuCtxSetCurrent(ctx);
 	if (r != CUDA_SUCCESS) return r;
-	for (size_t i = 0; i < nruns; i++) {
+	size_t i = 0;
+	while (i < nruns) {
 		uint64_t off = runs[2*i], n = runs[2*i+1];
-		if (n == 0) continue;
+		if (n == 0) { i++; continue; }
+		// The stretch from run i: runs of length n, each pitch after the last.
+		size_t j = i + 1;
+		uint64_t pitch = 0;
+		if (j < nruns && runs[2*j+1] == n && runs[2*j] > off) {
+			pitch = runs[2*j] - off;
+			while (j < nruns && runs[2*j+1] == n && runs[2*j] == off + (uint64_t)(j - i) * pitch) j++;
+		}
+		if (j - i >= 2 && pitch >= n && pitch < ((uint64_t)1 << 31)) {
+			CUDA_MEMCPY2D m = {0};
+			m.srcMemoryType = CU_MEMORYTYPE_HOST;
+			m.srcHost = src + off;
+			m.srcPitch = (size_t)pitch;
+			m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+			m.dstDevice = dst + off;
+			m.dstPitch = (size_t)pitch;
+			m.WidthInBytes = (size_t)n;
+			m.Height = j - i;
+			r = cuMemcpy2DAsync(&m, s);
+			if (r != CUDA_SUCCESS) return r;
+			i = j;
+			continue;
+		}
 		r = cuMemcpyHtoDAsync(dst + off, src + off, (size_t)n, s);
 		if (r != CUDA_SUCCESS) return r;
+		i++;
 	}
 	return cuEventRecord(e, s);
 }

@@ -74,7 +74,7 @@ func TestLookupDevice(t *testing.T) {
 			Close() error
 		}
 		cfg := ServeConfig{StagingBytes: 8 << 20}
-		rc := &RemoteConfig{BufferBytes: 32 << 20}
+		rc := &RemoteConfig{BufferBytes: 32 << 20, DeviceWindow: 256 << 10} // outputs of several windows
 		if name == "tcp" {
 			o, q := tcp.New(tcp.Config{}), tcp.New(tcp.Config{})
 			cfg.Transport, cfg.Addr, rc.Transport = o, "127.0.0.1:0", q
@@ -100,7 +100,7 @@ func TestLookupDevice(t *testing.T) {
 		_, srv1 := shardOwner(t, map[string][]byte{"a.s1": rowsA[cut*264:], "b": rowsB}, ServeConfig{})
 		reqT := tcp.New(tcp.Config{})
 		t.Cleanup(func() { reqT.Close() })
-		rs, err := Open(ctx, Config{Tables: map[string]TableSpec{"a": spec, "b": spec}, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT, BufferBytes: 32 << 20,
+		rs, err := Open(ctx, Config{Tables: map[string]TableSpec{"a": spec, "b": spec}, Namespace: "ns", Remote: &RemoteConfig{Transport: reqT, BufferBytes: 32 << 20, DeviceWindow: 128 << 10,
 			Shards: []RemoteShard{
 				{Table: "a", Served: "a.s0", Lo: 0, Hi: cut, Addrs: []string{srv0.Addr()}},
 				{Table: "a", Served: "a.s1", Lo: cut, Hi: spec.NumRows, Addrs: []string{srv1.Addr()}},
@@ -255,9 +255,12 @@ func TestLookupDeviceRandomLayouts(t *testing.T) {
 	srv, err := local.Serve(ServeConfig{Transport: ownerT, Addr: "127.0.0.1:0", StagingBytes: 8 << 20})
 	require.NoError(t, err)
 	rs, err := Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns",
-		Remote: &RemoteConfig{Transport: reqT, Addr: srv.Addr(), BufferBytes: 32 << 20}})
+		Remote: &RemoteConfig{Transport: reqT, Addr: srv.Addr(), BufferBytes: 32 << 20, DeviceWindow: 64 << 10}})
 	require.NoError(t, err)
 	defer rs.Close()
+	_, err = Open(ctx, Config{Tables: map[string]TableSpec{"a": spec}, Namespace: "ns",
+		Remote: &RemoteConfig{Transport: reqT, Addr: srv.Addr(), DeviceWindow: 100}})
+	require.ErrorIs(t, err, ErrConfig, "a device window below 4 KiB")
 	for range 40 {
 		T, K := 1+r.IntN(3000), 1+r.IntN(8)
 		R := 136

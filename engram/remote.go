@@ -48,14 +48,15 @@ func (s *Store) openRemote(ctx context.Context, rc *RemoteConfig) error {
 		where = fmt.Sprintf("of %d shards", len(shards))
 	}
 	c, err := remote.Dial(ctx, remote.ClientConfig{
-		Transport:   rc.Transport,
-		Addr:        rc.Addr,
-		Shards:      shards,
-		Namespace:   s.ns,
-		OutputBytes: rc.BufferBytes,
-		Engine:      rc.Engine,
-		Connect:     rc.Connect,
-		Mode:        rc.Mode,
+		Transport:    rc.Transport,
+		Addr:         rc.Addr,
+		Shards:       shards,
+		Namespace:    s.ns,
+		OutputBytes:  rc.BufferBytes,
+		Engine:       rc.Engine,
+		Connect:      rc.Connect,
+		Mode:         rc.Mode,
+		DeviceWindow: rc.DeviceWindow,
 	})
 	if err != nil {
 		var ce *remote.ConfigError

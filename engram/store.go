@@ -97,6 +97,11 @@ type RemoteConfig struct {
 	// comparisons); the zero value, engine.ModeAuto, lets the engine's cost
 	// model decide.
 	Mode engine.Mode
+	// DeviceWindow bounds the device bytes one piece of a LookupDevice
+	// covers: each operation's bounce in the buffer memory is up to
+	// engine.DefaultDeviceDepth windows (default
+	// engine.DefaultDeviceWindow, at least 4 KiB).
+	DeviceWindow int64
 }
 
 // RemoteShard places rows [Lo, Hi) of table Table on the owners at Addrs.

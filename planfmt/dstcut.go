@@ -46,7 +46,9 @@ type DstCutter struct {
 //     (size/RowSize rows, at least one).
 //   - Rows, token-major strided layout (a token's Cols rows within its
 //     RowStride): a window holds whole tokens (size/RowStride, at least
-//     one, so a window is larger than size when one token is).
+//     one), or, when one token is larger than size, a slice of one
+//     token's columns (so a window is larger than size only when one row
+//     is).
 //   - Rows, head-major strided layout (a column's rows within ColStride):
 //     a window holds a run of tokens of one column, as a one-column plan.
 //
@@ -79,6 +81,11 @@ func (w *DstCutter) Cut(p *Plan, size uint64) ([]DstPiece, error) {
 	case l.Kind == LayoutContiguous:
 		cutRows(w, p, max(1, size/r.RowSize), 1, r.RowSize)
 	case l.Cols >= 1 && (l.Cols-1)*l.ColStride+r.RowSize <= l.RowStride:
+		if l.Cols > 1 && (l.Cols-1)*l.ColStride+r.RowSize > size {
+			// One token is larger than a window: its columns in slices.
+			cutTokenColumns(w, p, max(1, size/max(l.ColStride, r.RowSize)))
+			break
+		}
 		cutRows(w, p, max(1, size/l.RowStride), l.Cols, l.RowStride)
 	default:
 		tokens := uint64(r.Len()) / l.Cols
@@ -139,6 +146,37 @@ func cutRows(w *DstCutter, p *Plan, per, cols, stride uint64) {
 			win.Plan.Rows.IDs32 = r.IDs32[lo:hi]
 		} else {
 			win.Plan.Rows.IDs64 = r.IDs64[lo:hi]
+		}
+	}
+}
+
+// cutTokenColumns cuts a token-major rows plan whose tokens are each
+// larger than a window: every token into windows of per columns (its ids
+// of those columns, a one-token plan of per columns).
+func cutTokenColumns(w *DstCutter, p *Plan, per uint64) {
+	r := &p.Rows
+	l := r.Layout
+	tokens := uint64(r.Len()) / l.Cols
+	for t := range tokens {
+		for c0 := uint64(0); c0 < l.Cols; c0 += per {
+			m := min(per, l.Cols-c0)
+			lo, hi := t*l.Cols+c0, t*l.Cols+c0+m
+			bytes, frags := rowsCarried(r, int(lo), int(hi))
+			if frags == 0 {
+				continue
+			}
+			win := w.add()
+			win.Off = r.DstBase + t*l.RowStride + c0*l.ColStride
+			win.Bytes, win.Fragments = bytes, frags
+			lay := l
+			lay.Cols = m
+			win.Plan = Plan{Form: FormRows, SrcExtent: p.SrcExtent, DstExtent: (m-1)*l.ColStride + r.RowSize,
+				Rows: Rows{RowSize: r.RowSize, SrcBase: r.SrcBase, TableRows: r.TableRows, Layout: lay}}
+			if len(r.IDs32) != 0 {
+				win.Plan.Rows.IDs32 = r.IDs32[lo:hi]
+			} else {
+				win.Plan.Rows.IDs64 = r.IDs64[lo:hi]
+			}
 		}
 	}
 }

@@ -32,7 +32,7 @@ type DeviceDst interface {
 
 // Defaults of DeviceOp.
 const (
-	DefaultDeviceWindow = 2 << 20
+	DefaultDeviceWindow = 8 << 20
 	DefaultDeviceDepth  = 3
 )
 
@@ -119,6 +119,10 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 	if err != nil {
 		return res, err
 	}
+	mode, err := e.deviceMode(ctx, d)
+	if err != nil {
+		return res, err
+	}
 	var cut planfmt.DstCutter
 	pieces, err := cut.Cut(d.Op.Plan, window)
 	if err != nil {
@@ -162,6 +166,7 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 			}
 			op := d.Op
 			op.Plan, op.LocalOff, op.SpanBytes = &pieces[next].Plan, d.Op.LocalOff+uint64(next%depth)*window, nil
+			op.Mode = mode
 			s.piece, s.op = next, nil
 			if s.op, err = e.Submit(ctx, &op); err != nil {
 				failed = &DeviceError{Piece: next, Off: pieces[next].Off, Err: err}
@@ -222,6 +227,28 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 		return res, failed
 	}
 	return res, nil
+}
+
+// deviceMode is the mode every piece of d runs in: d.Op.Mode when it is
+// forced; for ModeAuto, the engine's choice for the whole plan, as one
+// operation into host memory exposed as the bounce region is. The pieces
+// are Depth at once, their fixed costs overlapping as one operation's
+// chunks do, so a piece's own decision (a window's bytes, the whole
+// operation's fixed costs) would undervalue gather: on the H200 host the
+// pieces of many-small each chose direct, 0.27 of the same READ into host
+// memory, where gather ran 0.6 (perf-notes, 2026-12-03).
+func (e *Engine) deviceMode(ctx context.Context, d *DeviceOp) (Mode, error) {
+	if d.Op.Mode != ModeAuto {
+		return d.Op.Mode, nil
+	}
+	op, err := e.prepareOp(ctx, &d.Op, true)
+	if err != nil {
+		return 0, err
+	}
+	op.decide()
+	mode := op.mode
+	op.discard()
+	return mode, nil
 }
 
 // deviceSlot is one bounce slot: the piece in it, its transfer while in

@@ -42,6 +42,12 @@ type Operation struct {
 	// mapping (each part keeps the spans it copies: see directPart).
 	mapper verbs.Mapper
 
+	// wholeDevice marks the decision of a device operation's whole plan
+	// (deviceMode): its destination is the device's, reached piece by
+	// piece through the bounce region, so the region need only be
+	// exposed, not cover the plan's extent.
+	wholeDevice bool
+
 	primary, fallback directPart
 
 	// The abort fence (abort.go): the operation's slot in the engine's
@@ -154,7 +160,12 @@ func (op *Operation) Wait(ctx context.Context) (Result, error) {
 }
 
 // checkOp validates a ScatterOp before anything starts.
-func checkOp(op *ScatterOp) error {
+func checkOp(op *ScatterOp) error { return checkOpLocal(op, true) }
+
+// checkOpLocal is checkOp, with the local region's fit checked only when
+// localFit is set (a device operation's whole plan is checked against the
+// device's length instead: Engine.checkDevice).
+func checkOpLocal(op *ScatterOp, localFit bool) error {
 	bad := func(field, reason string) error { return &InvalidOpError{Field: field, Reason: reason} }
 	switch {
 	case op == nil:
@@ -184,7 +195,7 @@ func checkOp(op *ScatterOp) error {
 	if !fits(op.RemoteOff, remoteExt, op.Remote.Len) {
 		return bad("RemoteOff", fmt.Sprintf("extent of %d bytes at %d exceeds the remote region's %d", remoteExt, op.RemoteOff, op.Remote.Len))
 	}
-	if !fits(op.LocalOff, localExt, uint64(op.Local.Len())) {
+	if localFit && !fits(op.LocalOff, localExt, uint64(op.Local.Len())) {
 		return bad("LocalOff", fmt.Sprintf("extent of %d bytes at %d exceeds the local region's %d", localExt, op.LocalOff, op.Local.Len()))
 	}
 	return nil
@@ -206,8 +217,14 @@ func (e *Engine) submit(ctx context.Context, sop *ScatterOp, inline bool) (*Oper
 // not started: nothing is decided, posted or sent yet. The caller either
 // starts it or discards it.
 func (e *Engine) prepare(ctx context.Context, sop *ScatterOp) (*Operation, error) {
+	return e.prepareOp(ctx, sop, false)
+}
+
+// prepareOp is prepare; wholeDevice prepares a device operation's whole
+// plan for its decision only (deviceMode), its local fit not checked.
+func (e *Engine) prepareOp(ctx context.Context, sop *ScatterOp, wholeDevice bool) (*Operation, error) {
 	t0 := time.Now()
-	if err := checkOp(sop); err != nil {
+	if err := checkOpLocal(sop, !wholeDevice); err != nil {
 		return nil, err
 	}
 	cs, err := e.conn(sop.Conn)
@@ -225,7 +242,7 @@ func (e *Engine) prepare(ctx context.Context, sop *ScatterOp) (*Operation, error
 	op := e.getOp()
 	op.cs, op.ctx, op.sop, op.t0 = cs, ctx, *sop, t0
 	op.id = stage.NewID()
-	op.fenced = false
+	op.fenced, op.wholeDevice = false, wholeDevice
 	op.fb, op.lastData = FallbackNone, time.Time{}
 	op.trace = Trace{OpID: op.id, Start: t0}
 	if m, ok := sop.Conn.(verbs.Mapper); ok && !e.cfg.PostOnMapped {
@@ -450,7 +467,11 @@ func (op *Operation) noGather(fb Fallback, err error) {
 // Conn, rows no larger than the owner's largest chunk.
 func (op *Operation) gatherable(info *OwnerInfo) Fallback {
 	if op.sop.Dir == verbs.OpRead {
-		if !info.Covers(op.sop.Local.Key(), verbs.AccessRemoteWrite, op.sop.LocalOff+op.sop.Plan.DstExtent) {
+		end := op.sop.LocalOff + op.sop.Plan.DstExtent
+		if op.wholeDevice { // the pieces land in the bounce region
+			end = uint64(op.sop.Local.Len())
+		}
+		if !info.Covers(op.sop.Local.Key(), verbs.AccessRemoteWrite, end) {
 			return FallbackNotExposed
 		}
 	} else {

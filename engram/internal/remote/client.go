@@ -66,6 +66,10 @@ type ClientConfig struct {
 	// Mode forces the engine's mode for every operation; the zero value,
 	// engine.ModeAuto, lets the cost model decide.
 	Mode engine.Mode
+	// DeviceWindow bounds the destination bytes one piece of a device
+	// lookup (RunDevice) covers, and so its bounce: Depth windows a part
+	// (default engine.DefaultDeviceWindow; at least OutputAlign).
+	DeviceWindow int64
 }
 
 // Shard places rows [Lo, Hi) of table Table on the owners at Addrs: each
@@ -117,6 +121,7 @@ type tableLayout struct {
 type Client struct {
 	namespace string
 	mode      engine.Mode
+	devWindow uint64 // DeviceWindow
 	specs     []TableSpec
 	index     map[string]int
 	remote    []verbs.RegionInfo // per table, as the owner exports it (one owner)
@@ -162,7 +167,11 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	if err := checkClientConfig(&cfg); err != nil {
 		return nil, err
 	}
-	c = &Client{namespace: cfg.Namespace, mode: cfg.Mode, states: make(chan *lookupState, keepStates)}
+	c = &Client{namespace: cfg.Namespace, mode: cfg.Mode, states: make(chan *lookupState, keepStates),
+		devWindow: uint64(cfg.DeviceWindow)}
+	if c.devWindow == 0 {
+		c.devWindow = engine.DefaultDeviceWindow
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())
@@ -333,6 +342,8 @@ func checkClientConfig(cfg *ClientConfig) error {
 		return bad("Shards", "set with Addr: one or the other")
 	case cfg.OutputBytes < 0:
 		return bad("OutputBytes", fmt.Sprintf("%d: negative", cfg.OutputBytes))
+	case cfg.DeviceWindow < 0 || (cfg.DeviceWindow > 0 && cfg.DeviceWindow < OutputAlign):
+		return bad("DeviceWindow", fmt.Sprintf("%d: 0 (the default) or at least %d", cfg.DeviceWindow, OutputAlign))
 	case cfg.OutputBytes > 0 && cfg.OutputBytes < OutputAlign:
 		return bad("OutputBytes", fmt.Sprintf("%d: at least %d", cfg.OutputBytes, OutputAlign))
 	case int64(int(cfg.OutputBytes)) != cfg.OutputBytes:

@@ -633,7 +633,7 @@ func (c *Client) doDevice(ctx context.Context, st *lookupState, parts []engine.S
 	running := 0
 	var exhausted error
 	for j := range parts {
-		window, depth := bounceShape(parts[j].Plan.DstExtent)
+		window, depth := bounceShape(parts[j].Plan.DstExtent, c.devWindow)
 		var lease bufferpool.Lease
 		for {
 			var err error
@@ -675,6 +675,10 @@ func (c *Client) doDevice(ctx context.Context, st *lookupState, parts []engine.S
 	var ge *engine.GroupError
 	for j := range parts {
 		res[j] = st.devRes[j].Result
+		var ie *engine.InvalidOpError
+		if errors.As(st.devErrs[j], &ie) {
+			return res, st.devErrs[j] // this side's to fix, no replica's
+		}
 		if err := st.devErrs[j]; err != nil {
 			if ge == nil {
 				ge = &engine.GroupError{Part: j, Err: err}
@@ -689,12 +693,11 @@ func (c *Client) doDevice(ctx context.Context, st *lookupState, parts []engine.S
 }
 
 // bounceShape is a device part's bounce slots for a destination extent of
-// ext bytes: engine.DefaultDeviceDepth windows of
-// engine.DefaultDeviceWindow, or two of ext (rounded up to OutputAlign)
-// when it fits one window.
-func bounceShape(ext uint64) (uint64, int) {
-	if ext >= engine.DefaultDeviceWindow {
-		return engine.DefaultDeviceWindow, engine.DefaultDeviceDepth
+// ext bytes: engine.DefaultDeviceDepth windows of window bytes, or two of
+// ext (rounded up to OutputAlign) when it fits one window.
+func bounceShape(ext, window uint64) (uint64, int) {
+	if ext >= window {
+		return window, engine.DefaultDeviceDepth
 	}
 	w := (max(ext, 1) + OutputAlign - 1) / OutputAlign * OutputAlign
 	return w, 2

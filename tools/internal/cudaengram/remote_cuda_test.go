@@ -190,7 +190,9 @@ func TestRemoteLookupIntoDevice(t *testing.T) {
 	if err := p.local.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ids[3] = 1
+	for k := range ids {
+		ids[k] = offsets[k] + 1 // valid ids: what fails is the owner's going
+	}
 	err = p.remote.LookupDevice(ctx, tables, engram.IDs64(ids, 1, K), engram.DeviceTokenMajor(buf, 1, K, R), &engram.LookupOptions{Offsets: offsets})
 	var te *engram.TransferError
 	if !errors.As(err, &te) {
