@@ -114,6 +114,9 @@ func TestDeviceDestination(t *testing.T) {
 			plans := map[string]*planfmt.Plan{
 				"rows-skips":  rowsPlan(r, tableBytes, 3000, 264, 9, 0),
 				"token-major": stridedPlan(r, tableBytes, 200, 24, 264, 40),
+				// Tokens of 300 rows (79 KB) wider than the 64 KiB window:
+				// cut by columns.
+				"wide-tokens": stridedPlan(r, tableBytes, 6, 300, 264, 8),
 				"head-major":  paddedHeadMajorPlan(r, tableBytes, 300, 8, 200),
 				"ranges":      mixedPlan(r, tableBytes, 2000, 300, 3, 100<<10),
 				"sharded":     maskedPlan(r, 2048, 3),
@@ -191,7 +194,7 @@ func TestDeviceDestinationErrors(t *testing.T) {
 			q.CompletionEnds = []uint32{1, uint32(p.Rows.Len())}
 			d.Op.Plan = &q
 		},
-		"token too big": func(d *engine.DeviceOp) { d.Op.Plan = stridedPlan(r, tableBytes, 4, 300, 264, 0) },
+		"row too big": func(d *engine.DeviceOp) { d.Op.Plan = rowsPlan(r, tableBytes, 2, 128<<10, 0, 0) },
 	} {
 		d := op()
 		mut(d)
