@@ -119,14 +119,16 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 	if err != nil {
 		return res, err
 	}
-	mode, err := e.deviceMode(ctx, d)
-	if err != nil {
-		return res, err
-	}
 	var cut planfmt.DstCutter
 	pieces, err := cut.Cut(d.Op.Plan, window)
 	if err != nil {
 		return res, err
+	}
+	mode := d.Op.Mode
+	if len(pieces) > 1 { // one piece decides for itself: it is the whole plan
+		if mode, err = e.deviceMode(ctx, d); err != nil {
+			return res, err
+		}
 	}
 	for i := range pieces {
 		if pieces[i].Plan.DstExtent > window {
