@@ -137,6 +137,8 @@ type lookupState struct {
 	dev     engine.DeviceDst
 	devRes  []engine.DeviceResult
 	devErrs []error
+	dshape  shape       // the device lookup's shape (its rows' places)
+	druns   [][2]uint64 // a small device lookup's rows as copy runs
 
 	// Sharded lookups: each run's plan cut by its table's shards, the
 	// parts of the group, and where each part reads from.
@@ -175,7 +177,7 @@ func (c *Client) putState(st *lookupState) {
 	clear(st.parts)
 	clear(st.where)
 	clear(st.devErrs)
-	st.dev = nil
+	st.dev, st.dshape = nil, shape{}
 	select {
 	case c.states <- st:
 	default:
@@ -239,6 +241,9 @@ func (c *Client) lower(st *lookupState, q *lookup.Checked) error {
 	c.group(st, &sh, r)
 	c.compact(st, &sh)
 	c.plan(st, &sh, r, q.ArenaOffset()) // 0 for a device output: its plans are in its own terms
+	if st.dev != nil {
+		st.dshape = sh
+	}
 	return nil
 }
 
@@ -585,6 +590,13 @@ func (c *Client) runParts(ctx context.Context, st *lookupState, run func(context
 // *TransferError; a sharded one retries its failed parts on their
 // shards' next replicas (runParts).
 func (c *Client) executeDevice(ctx context.Context, st *lookupState) error {
+	if n := st.dshape.outLen; uint64(n) <= c.devWindow {
+		if lease, err := c.staging.Pool().TryAcquire(n); err == nil {
+			defer lease.Release()
+			return c.executeDeviceSmall(ctx, st, lease)
+		}
+		// No lease of the output's size free: the pieces' bounces below.
+	}
 	if c.sharded {
 		return c.runParts(ctx, st, func(ctx context.Context, parts []engine.ScatterOp) ([]engine.Result, error) {
 			return c.doDevice(ctx, st, parts)
@@ -614,6 +626,96 @@ func (c *Client) executeDevice(ctx context.Context, st *lookupState) error {
 		return &TransferError{Table: c.specs[ru.table].Name, Columns: ru.n, Err: err}
 	}
 	return nil
+}
+
+// executeDeviceSmall runs a device lookup whose output fits one window
+// as a lookup into host memory (every operation, sharded ones with their
+// replica retries, as execute runs them) into lease, an arena lease laid
+// out as the device output, then copies the rows that were read (not the
+// -1 ones) on to the device in one DeviceDst.CopyIn, adjacent rows
+// merged, and waits for it: one copy instead of a bounce per operation.
+func (c *Client) executeDeviceSmall(ctx context.Context, st *lookupState, lease bufferpool.Lease) error {
+	for i := range st.ops {
+		st.ops[i].LocalOff = uint64(lease.Offset())
+	}
+	dev := st.dev
+	st.dev = nil // execute's host paths
+	err := c.execute(ctx, st)
+	st.dev = dev
+	if err != nil {
+		return err
+	}
+	st.druns = deviceRuns(st.druns[:0], &st.dshape, uint64(st.dshape.cols[0].RowBytes))
+	if len(st.druns) == 0 {
+		return nil
+	}
+	fail := func(err error) error {
+		ru := &st.runs[0]
+		return &TransferError{Table: c.specs[ru.table].Name, Columns: ru.n, Err: &engine.DeviceError{Copy: true, Err: err}}
+	}
+	wait, err := dev.CopyIn(0, lease.Bytes()[:st.dshape.outLen], st.druns)
+	if err != nil {
+		return fail(err)
+	}
+	if err := wait(); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// deviceRuns appends the destination runs of q's rows whose id is not -1
+// (r bytes each), in destination order, adjacent ones merged.
+func deviceRuns(runs [][2]uint64, q *shape, r uint64) [][2]uint64 {
+	id := func(t, k int) int64 {
+		if q.ids64 != nil {
+			return q.ids64[t*q.k+k]
+		}
+		return int64(q.ids32[t*q.k+k])
+	}
+	add := func(t, k int) {
+		if id(t, k) == -1 {
+			return
+		}
+		at := uint64(q.off + t*q.ts + k*q.ks)
+		runs = append(runs, [2]uint64{at, r})
+	}
+	// The outer loop over the larger stride: destination order for the
+	// dense and padded layouts; any other is sorted below.
+	if q.k > 1 && (q.t == 1 || q.ks > q.ts) {
+		for k := range q.k {
+			for t := range q.t {
+				add(t, k)
+			}
+		}
+	} else {
+		for t := range q.t {
+			for k := range q.k {
+				add(t, k)
+			}
+		}
+	}
+	if !slices.IsSortedFunc(runs, func(a, b [2]uint64) int { return cmpU64(a[0], b[0]) }) {
+		slices.SortFunc(runs, func(a, b [2]uint64) int { return cmpU64(a[0], b[0]) })
+	}
+	out := runs[:0]
+	for _, ru := range runs {
+		if n := len(out); n > 0 && out[n-1][0]+out[n-1][1] == ru[0] {
+			out[n-1][1] += ru[1]
+			continue
+		}
+		out = append(out, ru)
+	}
+	return out
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // doDevice runs parts at once, each an Engine.DoDevice into st.dev
