@@ -3,6 +3,7 @@ package engram
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/scatterkit/scatterkit/engram/internal/lookup"
 	"github.com/scatterkit/scatterkit/engram/internal/remote"
@@ -62,7 +63,7 @@ func (s *Store) LookupDevice(ctx context.Context, tables []string, ids IDs, out 
 		return fmt.Errorf("%w: device lookup: nil destination", ErrConfig)
 	}
 	n := out.Dst.DeviceLen()
-	if n == 0 || n > uint64(maxInt) {
+	if n == 0 || n > math.MaxInt {
 		return &lookup.BufferError{Len: 0, Reason: fmt.Sprintf("device destination of %d bytes", n)}
 	}
 	req := lookup.Request{Tables: tables, IDs32: ids.I32, IDs64: ids.I64, T: ids.T, K: ids.K,
@@ -78,11 +79,8 @@ func (s *Store) LookupDevice(ctx context.Context, tables []string, ids IDs, out 
 	if s.remote == nil {
 		return fmt.Errorf("%w: LookupDevice reads a remote store's tables; a local store's are read on the device through AttachDevice", ErrConfig)
 	}
-	sc := s.scratch.Get().(*lookupScratch)
+	sc := s.getScratch(len(tables))
 	defer s.scratch.Put(sc)
-	if cap(sc.cols) < len(tables) {
-		sc.cols = make([]lookup.Column, len(tables))
-	}
 	q, err := req.Check((*remoteTables)(s), sc.cols)
 	if err != nil {
 		s.remote.CountRejected()
@@ -90,8 +88,6 @@ func (s *Store) LookupDevice(ctx context.Context, tables []string, ids IDs, out 
 	}
 	return remote.RunDevice(ctx, s.remote, &q, out.Dst)
 }
-
-const maxInt = int(^uint(0) >> 1)
 
 // PinBuffers hands a remote store's buffer memory (the registered arena
 // NewBuffer and device lookups' bounces draw on) to pin, once: a device

@@ -43,11 +43,8 @@ func (s *Store) LookupContext(ctx context.Context, tables []string, ids IDs, out
 	if s.closed {
 		return ErrClosed
 	}
-	sc := s.scratch.Get().(*lookupScratch)
+	sc := s.getScratch(len(tables))
 	defer s.scratch.Put(sc)
-	if cap(sc.cols) < len(tables) {
-		sc.cols = make([]lookup.Column, len(tables))
-	}
 	if s.remote != nil {
 		q, err := req.Check((*remoteTables)(s), sc.cols)
 		if err != nil {
@@ -80,3 +77,13 @@ func (v *localTables) Column(name string) (lookup.Column, error) {
 }
 
 func (v *localTables) Arena() []byte { return nil }
+
+// getScratch takes a lookup scratch with room for k columns (put it back
+// with s.scratch.Put).
+func (s *Store) getScratch(k int) *lookupScratch {
+	sc := s.scratch.Get().(*lookupScratch)
+	if cap(sc.cols) < k {
+		sc.cols = make([]lookup.Column, k)
+	}
+	return sc
+}

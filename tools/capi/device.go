@@ -421,6 +421,9 @@ func (pl *preparedDeviceLookup) runRemote(stream uint64) error {
 	if n == 0 {
 		return nil
 	}
+	if a.outLen <= 0 {
+		return badArg("out_len", "%d: no room for %d rows", a.outLen, n)
+	}
 	size := int64(a.idBits / 8)
 	bp, _ := d.idsBuf.Get().(*[]byte)
 	if bp == nil {
@@ -440,9 +443,6 @@ func (pl *preparedDeviceLookup) runRemote(stream uint64) error {
 		ids = engram.IDs64(unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), n), int(a.t), int(a.k))
 	} else {
 		ids = engram.IDs32(unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), n), int(a.t), int(a.k))
-	}
-	if a.outLen <= 0 {
-		return badArg("out_len", "%d: no room for %d rows", a.outLen, n)
 	}
 	buf, err := d.ctx.WrapDevice(cudagather.DevPtr(a.out), a.outLen, s)
 	if err != nil {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -134,11 +135,12 @@ type lookupState struct {
 
 	// A device lookup's destination (RunDevice), its parts' results and
 	// errors.
-	dev     engine.DeviceDst
-	devRes  []engine.DeviceResult
-	devErrs []error
-	dshape  shape       // the device lookup's shape (its rows' places)
-	druns   [][2]uint64 // a small device lookup's rows as copy runs
+	dev      engine.DeviceDst
+	devRes   []engine.DeviceResult
+	devErrs  []error
+	devParts []engine.Result // devRes' Results, as runParts reads them
+	dshape   shape           // the device lookup's shape (its rows' places)
+	druns    [][2]uint64     // a small device lookup's rows as copy runs
 
 	// Sharded lookups: each run's plan cut by its table's shards, the
 	// parts of the group, and where each part reads from.
@@ -477,10 +479,7 @@ func (c *Client) count(res *engine.Result, err error) {
 // succeeded; a shard with no replica left fails the lookup with a
 // *ShardError naming it. The caller's ctx ending fails it as it is.
 func (c *Client) executeSharded(ctx context.Context, st *lookupState) error {
-	return c.runParts(ctx, st, func(ctx context.Context, parts []engine.ScatterOp) ([]engine.Result, error) {
-		res, err := c.engine.DoGroup(ctx, parts)
-		return res.Parts, err
-	})
+	return c.runParts(ctx, st, false)
 }
 
 // cutParts fills st.parts and st.where with the lookup's parts: each
@@ -525,10 +524,11 @@ func (c *Client) cutParts(st *lookupState) error {
 	return nil
 }
 
-// runParts runs a sharded lookup's parts with run (all at once, failing
-// as an *engine.GroupError naming the failed parts) until every part has
+// runParts runs a sharded lookup's parts all at once (one engine group,
+// or with device set one DoDevice each: doDevice), failing as an
+// *engine.GroupError naming the failed parts, until every part has
 // succeeded, each failed part read again from its shard's next replica.
-func (c *Client) runParts(ctx context.Context, st *lookupState, run func(context.Context, []engine.ScatterOp) ([]engine.Result, error)) error {
+func (c *Client) runParts(ctx context.Context, st *lookupState, device bool) error {
 	if err := c.cutParts(st); err != nil {
 		return err
 	}
@@ -545,17 +545,16 @@ func (c *Client) runParts(ctx context.Context, st *lookupState, run func(context
 			rp := &w.shard.replicas[w.replica]
 			st.parts[j].Conn, st.parts[j].Remote = c.owners[rp.owner].conn, rp.info
 		}
-		res, err := run(ctx, st.parts)
-		for j := range res {
-			var perr error
-			var ge *engine.GroupError
-			if errors.As(err, &ge) {
-				if k := slices.Index(ge.Failed, j); k >= 0 {
-					perr = ge.Errs[k]
-				}
-			}
-			c.count(&res[j], perr)
+		var res []engine.Result
+		var err error
+		if device {
+			res, err = c.doDevice(ctx, st, st.parts)
+		} else {
+			var gr engine.GroupResult
+			gr, err = c.engine.DoGroup(ctx, st.parts)
+			res = gr.Parts
 		}
+		c.countParts(res, err)
 		if err == nil {
 			return nil
 		}
@@ -583,6 +582,22 @@ func (c *Client) runParts(ctx context.Context, st *lookupState, run func(context
 	}
 }
 
+// countParts counts each part's outcome: its result, failed when err (an
+// *engine.GroupError) names it.
+func (c *Client) countParts(res []engine.Result, err error) {
+	var ge *engine.GroupError
+	errors.As(err, &ge)
+	for j := range res {
+		var perr error
+		if ge != nil {
+			if k := slices.Index(ge.Failed, j); k >= 0 {
+				perr = ge.Errs[k]
+			}
+		}
+		c.count(&res[j], perr)
+	}
+}
+
 // executeDevice runs a device lookup's operations (RunDevice): every run,
 // or every shard's part of a sharded lookup, as an Engine.DoDevice into
 // st.dev through a bounce lease of its own, all at once (the last on this
@@ -598,24 +613,13 @@ func (c *Client) executeDevice(ctx context.Context, st *lookupState) error {
 		// No lease of the output's size free: the pieces' bounces below.
 	}
 	if c.sharded {
-		return c.runParts(ctx, st, func(ctx context.Context, parts []engine.ScatterOp) ([]engine.Result, error) {
-			return c.doDevice(ctx, st, parts)
-		})
+		return c.runParts(ctx, st, true)
 	}
 	if err := c.cutParts(st); err != nil {
 		return err
 	}
 	res, err := c.doDevice(ctx, st, st.parts)
-	for j := range res {
-		var perr error
-		var ge *engine.GroupError
-		if errors.As(err, &ge) {
-			if k := slices.Index(ge.Failed, j); k >= 0 {
-				perr = ge.Errs[k]
-			}
-		}
-		c.count(&res[j], perr)
-	}
+	c.countParts(res, err)
 	var ge *engine.GroupError
 	if errors.As(err, &ge) {
 		ru := &st.runs[st.where[ge.Part].run]
@@ -694,8 +698,9 @@ func deviceRuns(runs [][2]uint64, q *shape, r uint64) [][2]uint64 {
 			}
 		}
 	}
-	if !slices.IsSortedFunc(runs, func(a, b [2]uint64) int { return cmpU64(a[0], b[0]) }) {
-		slices.SortFunc(runs, func(a, b [2]uint64) int { return cmpU64(a[0], b[0]) })
+	byOff := func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) }
+	if !slices.IsSortedFunc(runs, byOff) {
+		slices.SortFunc(runs, byOff)
 	}
 	out := runs[:0]
 	for _, ru := range runs {
@@ -706,16 +711,6 @@ func deviceRuns(runs [][2]uint64, q *shape, r uint64) [][2]uint64 {
 		out = append(out, ru)
 	}
 	return out
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // doDevice runs parts at once, each an Engine.DoDevice into st.dev
@@ -730,7 +725,8 @@ func (c *Client) doDevice(ctx context.Context, st *lookupState, parts []engine.S
 	n := len(parts)
 	st.devRes = grow(st.devRes, n)
 	st.devErrs = grow(st.devErrs, n)
-	res := make([]engine.Result, n)
+	st.devParts = grow(st.devParts, n)
+	res := st.devParts
 	ended := make(chan int, n)
 	running := 0
 	var exhausted error
