@@ -210,13 +210,19 @@ type Context struct {
 	closed bool
 	tables int
 	graphs int
-	plans  []*plan // free launch parameter blocks
-	hs     map[uint64]*Table
-	nextH  uint64
-	host   [8]byte // status read-back (Status serializes on mu)
+	// hostLookups counts open HostLookups (Close waits for none).
+	hostLookups int
+	plans       []*plan // free launch parameter blocks
+	hs          map[uint64]*Table
+	nextH       uint64
+	host        [8]byte // status read-back (Status serializes on mu)
 	// hostBad is the smallest flat index of a bad id a CPU-staged lookup
 	// met since the last Status, or -1.
 	hostBad int64
+	// hostErr is the first failed fetch of a HostLookup since the last
+	// Status (under hostErrMu, never c.mu: see recordHostErr).
+	hostErrMu sync.Mutex
+	hostErr   error
 
 	stg stager // CPU-staged lookups (staged.go)
 	// calClass holds the last calibration of each class of host lookups
@@ -397,8 +403,8 @@ func (c *Context) Close() error {
 	if c.closed {
 		return nil
 	}
-	if c.tables > 0 || c.graphs > 0 {
-		return fmt.Errorf("%w: %d tables, %d graphs", ErrBusy, c.tables, c.graphs)
+	if c.tables > 0 || c.graphs > 0 || c.hostLookups > 0 {
+		return fmt.Errorf("%w: %d tables, %d graphs, %d host lookups", ErrBusy, c.tables, c.graphs, c.hostLookups)
 	}
 	c.closed = true
 	err := c.onThread(func() error {
@@ -807,13 +813,29 @@ func launchRaw(c *Context, f C.CUfunction, blocks int64, s Stream, p *plan) C.CU
 }
 
 // Status synchronizes s, then returns the first bad id any lookup since
-// the last Status met (an *IDError), or nil, and clears the record. The
-// status word is the context's: with lookups on several streams,
-// synchronize them all first.
+// the last Status met (an *IDError) and the first failed fetch of a
+// HostLookup (a *HostLookupError), joined when both happened, or nil, and
+// clears the records. The records are the context's: with lookups on
+// several streams, synchronize them all first.
 func (c *Context) Status(s Stream, k int) error {
 	if err := c.Sync(s); err != nil {
 		return err
 	}
+	herr := c.takeHostErr()
+	if err := c.deviceStatus(s, k); err != nil || herr != nil {
+		if err == nil {
+			return herr
+		}
+		if herr == nil {
+			return err
+		}
+		return errors.Join(herr, err)
+	}
+	return nil
+}
+
+// deviceStatus is Status's bad-id record, s synchronized.
+func (c *Context) deviceStatus(s Stream, k int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -94,6 +94,24 @@
 // arguments, the id and output addresses included: replaying the graph
 // gathers whatever ids the id buffer holds at replay time.
 //
+// # Host lookups
+//
+// A HostLookup is a lookup whose rows a host function fetches (a remote
+// Engram store's lookup, say), enqueued on the stream like any other, so
+// it can be captured into a graph and replayed with new ids: the stream
+// copies the [T,K] ids to pinned host memory, a host function (cuLaunchHostFunc,
+// a host node of a captured graph) runs the fetch into pinned staging,
+// and the staged rows with their row indices (i, or -1 for an id of -1)
+// go to device memory, where the placing pass of the CPU-staged path
+// writes them into the output. A fetch that fails, panics or runs past
+// its deadline (HostLookupConfig.Timeout) sets every index to -1, so
+// nothing is written: the stream goes on, nothing traps, and Status
+// reports a *HostLookupError wrapping the fetch's error. Its memory is
+// allocated with the calling thread in relaxed capture mode, so one may
+// be made inside a capture of any mode. The fetch runs on the driver's
+// thread: it must not call CUDA nor wait for anything that waits for a
+// stream.
+//
 // # Bad ids
 //
 // Ids live in device memory, so they are checked on the device: an id that

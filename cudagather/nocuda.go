@@ -132,3 +132,26 @@ func (b *DeviceBuffer) CopyIn(devOff uint64, src []byte, runs [][2]uint64) (func
 
 // Close returns ErrNotSupported.
 func (b *DeviceBuffer) Close() error { return ErrNotSupported }
+
+// HostLookup is a lookup whose rows a host function fetches; without the
+// `cuda` tag none can be made.
+type HostLookup struct{}
+
+// NewHostLookup returns ErrNotSupported.
+func (c *Context) NewHostLookup(cfg HostLookupConfig) (*HostLookup, error) {
+	return nil, ErrNotSupported
+}
+
+// Enqueue returns ErrNotSupported.
+func (hl *HostLookup) Enqueue(s Stream, ids, out DevPtr, outBytes, off, tStride, kStride int64) error {
+	return ErrNotSupported
+}
+
+// Fetches returns 0, 0.
+func (hl *HostLookup) Fetches() (ran, failed int64) { return 0, 0 }
+
+// Close returns ErrNotSupported.
+func (hl *HostLookup) Close() error { return ErrNotSupported }
+
+// Capturing returns ErrNotSupported.
+func (c *Context) Capturing(s Stream) (bool, error) { return false, ErrNotSupported }

@@ -5,12 +5,14 @@
 #   bash scripts/gpu-destinations.sh
 # It runs the device-destination tests (cudaengram: scatter READs into
 # device memory and remote Engram lookups into device buffers, bytes read
-# back against the host path; the C ABI's remote CUDA lookups; the Python
-# package's remote lookups into torch CUDA tensors), then the two
-# benchmarks of the goals (many-small into device memory against the same
-# READ into host memory; a remote lookup T=16 and T=4096 into a CUDA
-# output against the lookup into host memory plus one host-to-device
-# copy), and prints one table. Logs go to $OUT (at most 8 files).
+# back against the host path; host lookups and remote lookups captured
+# into CUDA graphs and replayed with new ids, failures reported by the
+# status; the C ABI's remote CUDA lookups, captured ones too; the Python
+# package's remote lookups into torch CUDA tensors, in torch.cuda.graph
+# too), then the benchmarks of the goals (many-small into device memory
+# against the same READ into host memory; a remote lookup T=16 and T=4096
+# into a CUDA output, and T=16 captured and replayed, against the lookup
+# into host memory plus one host-to-device copy), and prints one table. Logs go to $OUT (at most 8 files).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ -f .gpu.tgz ] && { [ ! -d .gpu ] || [ .gpu.tgz -nt .gpu ]; }; then
@@ -19,7 +21,10 @@ fi
 OUT=${OUT:-$(mktemp -d)}
 export REQUIRE_CUDA=1
 rc=0
-echo "== Go: scatter READs and remote lookups into device memory (cudaengram)"
+echo "== Go: host lookups, eager and captured into graphs (cudagather)"
+timeout -k 5 120 .gpu/cudagather.test -test.v -test.count=1 -test.run 'HostLookup' >"$OUT/dst-hostlookup.log" 2>&1 || rc=1
+grep -E '^(--- |FAIL|ok|PASS|panic)' "$OUT/dst-hostlookup.log" | head -10
+echo "== Go: scatter READs and remote lookups into device memory, captured remote lookups (cudaengram)"
 timeout -k 5 240 .gpu/cudaengram.test -test.v -test.count=1 -test.run . >"$OUT/dst-tests.log" 2>&1 || rc=1
 grep -E '^(--- |FAIL|ok|PASS|panic)' "$OUT/dst-tests.log" | head -20
 echo "== C ABI: a remote store's sk_cuda_lookup"
@@ -39,8 +44,8 @@ print(f"shared table from another process: {d['shared_us']:.1f} us, own table {d
 PY
 fi
 echo "== benchmarks"
-timeout -k 5 300 .gpu/cudaengram.test -test.run '^$' -test.bench 'ScatterIntoDevice|RemoteLookupDevice' -test.benchtime 1x -test.v >"$OUT/dst-bench.log" 2>&1 || rc=1
-grep -E 'scatter-device|remote-device|FAIL|panic' "$OUT/dst-bench.log" | sed 's/^ *[a-z_]*_test.go:[0-9]*: //'
+timeout -k 5 300 .gpu/cudaengram.test -test.run '^$' -test.bench 'ScatterIntoDevice|RemoteLookupDevice|CapturedRemoteLookup' -test.benchtime 1x -test.v >"$OUT/dst-bench.log" 2>&1 || rc=1
+grep -E 'scatter-device|remote-device|captured-remote|FAIL|panic' "$OUT/dst-bench.log" | sed 's/^ *[a-z_]*_test.go:[0-9]*: //'
 echo "== scatterbench -dst gpu (tcp, owner in a child process): many-small, few-large, mixed into device memory"
 timeout -k 5 240 .gpu/scatterbench -dst gpu -transport tcp -workloads many-small,few-large,mixed -reps 20 -json "$OUT/dst-scatterbench.jsonl" >"$OUT/dst-scatterbench.log" 2>&1 || rc=1
 tail -25 "$OUT/dst-scatterbench.log"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -49,6 +50,12 @@ type deviceObj struct {
 	// attachment pinned that memory and unpins it at release.
 	remote, pinned bool
 	idsBuf         sync.Pool // *[]byte: ids read back
+
+	// captured holds a remote store's lookups captured into graphs (each
+	// a host lookup and the store buffer its fetch lands in), kept until
+	// the attachment is released: a graph may replay them until then.
+	capMu    sync.Mutex
+	captured []capturedLookup
 
 	// mu: lookups, warmups and status reads hold it shared, release
 	// exclusively, so the context is never closed under a call.
@@ -243,6 +250,7 @@ func (d *deviceObj) release() error {
 	d.closed = true
 	return cudaCall(func() error {
 		err := syncDevice(d.ordinal)
+		err = errors.Join(err, d.releaseCaptured())
 		if d.dt != nil {
 			err = errors.Join(err, d.dt.Close())
 		}
@@ -424,6 +432,14 @@ func (pl *preparedDeviceLookup) runRemote(stream uint64) error {
 	if a.outLen <= 0 {
 		return badArg("out_len", "%d: no room for %d rows", a.outLen, n)
 	}
+	s := cudagather.Stream(stream)
+	capt, err := d.ctx.Capturing(s)
+	if err != nil {
+		return err
+	}
+	if capt {
+		return pl.captureRemote(s)
+	}
 	size := int64(a.idBits / 8)
 	bp, _ := d.idsBuf.Get().(*[]byte)
 	if bp == nil {
@@ -434,7 +450,6 @@ func (pl *preparedDeviceLookup) runRemote(stream uint64) error {
 		*bp = make([]byte, n*size)
 	}
 	b := (*bp)[:n*size]
-	s := cudagather.Stream(stream)
 	if err := d.ctx.ReadBack(b, cudagather.DevPtr(a.ids), s); err != nil {
 		return err
 	}
@@ -451,6 +466,96 @@ func (pl *preparedDeviceLookup) runRemote(stream uint64) error {
 	out := engram.DeviceOutput{Dst: buf, Off: int(a.off), TStride: int(a.tStride), KStride: int(a.kStride)}
 	err = d.st.s.LookupDevice(context.Background(), pl.names, ids, out, &pl.opts)
 	return errors.Join(err, buf.Close())
+}
+
+// capturedLookup is a remote lookup captured into a graph.
+type capturedLookup struct {
+	hl  *cudagather.HostLookup
+	buf *engram.Buffer
+}
+
+// maxCaptured bounds the captured remote lookups one attachment holds
+// (each holds T*K rows of the store's buffer memory and a little pinned
+// and device memory until the attachment is released).
+const maxCaptured = 4096
+
+// captureTimeout bounds each replay's fetch of a captured remote lookup:
+// past it the replay's rows stay as they were and sk_cuda_status reports
+// the timeout.
+const captureTimeout = cudagather.DefaultHostLookupTimeout
+
+// captureRemote records a remote store's lookup into the graph being
+// captured on s, as a cudagather host lookup: at each replay the stream
+// copies the ids to pinned host memory, a host node runs the store's
+// lookup of them (checked whole, as sk_lookup checks) into a buffer of the
+// store's pinned buffer memory, and the rows go on to the output by one
+// copy and the placing pass, in stream order. A failed or timed-out fetch
+// (a bad id, an owner gone) writes no output row, the stream goes on,
+// and sk_cuda_status reports it.
+func (pl *preparedDeviceLookup) captureRemote(s cudagather.Stream) error {
+	a, d := pl.a, pl.d
+	st := d.st.s
+	rowBytes := 0
+	for i, name := range pl.names {
+		spec, err := st.TableSpec(name)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			rowBytes = spec.RowBytes
+		} else if spec.RowBytes != rowBytes {
+			return badArg("cols", "table %q has %d-byte rows, %q %d: one lookup's rows have one size", name, spec.RowBytes, pl.names[0], rowBytes)
+		}
+	}
+	d.capMu.Lock()
+	defer d.capMu.Unlock()
+	if len(d.captured) >= maxCaptured {
+		return fmt.Errorf("%w: %d remote lookups captured on this attachment (detach it to free them)", errTooMany, len(d.captured))
+	}
+	t, k := int(a.t), int(a.k)
+	buf, err := st.NewBuffer(t * k * rowBytes)
+	if err != nil {
+		return err
+	}
+	names := pl.names // the column set's, never changed
+	opts := &engram.LookupOptions{}
+	if pl.opts.Offsets != nil {
+		opts.Offsets = slices.Clone(pl.opts.Offsets) // the caller's memory is theirs after the call
+	}
+	fetch := func(ctx context.Context, ids32 []int32, ids64 []int64, rows []byte) error {
+		ids := engram.IDs32(ids32, t, k)
+		if ids64 != nil {
+			ids = engram.IDs64(ids64, t, k)
+		}
+		return st.LookupContext(ctx, names, ids, engram.TokenMajor(rows, t, k, rowBytes), opts)
+	}
+	hl, err := d.ctx.NewHostLookup(cudagather.HostLookupConfig{T: t, K: k, RowBytes: rowBytes, IDs64: a.idBits == 64,
+		Rows: buf.Bytes(), Fetch: fetch, Timeout: captureTimeout})
+	if err != nil {
+		buf.Release()
+		return err
+	}
+	if err := hl.Enqueue(s, cudagather.DevPtr(a.ids), cudagather.DevPtr(a.out), a.outLen, a.off, a.tStride, a.kStride); err != nil {
+		err = errors.Join(err, hl.Close())
+		buf.Release()
+		return err
+	}
+	d.captured = append(d.captured, capturedLookup{hl: hl, buf: buf})
+	return nil
+}
+
+// releaseCaptured frees the captured remote lookups (the device's work
+// waited for first).
+func (d *deviceObj) releaseCaptured() error {
+	d.capMu.Lock()
+	defer d.capMu.Unlock()
+	var err error
+	for _, c := range d.captured {
+		err = errors.Join(err, c.hl.Close())
+		c.buf.Release()
+	}
+	d.captured = nil
+	return err
 }
 
 // deviceLookup is sk_cuda_lookup.
@@ -483,9 +588,6 @@ func benchGraph(a *deviceLookupArgs, n int64) (time.Duration, error) {
 			return err
 		}
 		defer pl.done()
-		if pl.d.remote {
-			return badArg("dev", "the attachment of a remote store: its lookups read their ids back and wait, which a graph capture forbids")
-		}
 		ctx, s := pl.d.ctx, cudagather.Stream(a.stream)
 		g, err := ctx.Capture(s, func() error { return pl.run(a.stream) })
 		if err != nil {

@@ -535,8 +535,10 @@ func TestCUDALifetime(t *testing.T) {
 // memory: int32 and int64 ids, token-major, head-major and padded outputs,
 // with and without offsets, byte for byte the owner's CPU lookup, -1 rows
 // as they were; a bad id is refused whole (SK_EID) with the output
-// untouched; SK_CUDA_ASYNC and a graph capture of a remote lookup are
-// refused; the store's buffer memory is pinned by the first attachment
+// untouched; SK_CUDA_ASYNC is refused; a lookup captured into a graph
+// lands the rows its id buffer holds at each replay, and a bad id there
+// leaves the output as it was and is reported by sk_cuda_status; the
+// store's buffer memory is pinned by the first attachment
 // and lookups still work after a second attachment is detached.
 func TestCUDARemoteLookup(t *testing.T) {
 	g := newGPU(t)
@@ -596,12 +598,31 @@ func TestCUDARemoteLookup(t *testing.T) {
 			poisoned := make([]byte, dc.lay.outLen)
 			poison(poisoned)
 			require.Equal(t, poisoned, g.download(out, int(dc.lay.outLen)))
-			// Captures are refused, clearly.
+			// A capture (sk_cuda_bench_graph: captured, replayed three
+			// times) lands the rows the id buffer holds; with a bad id
+			// there, every replay leaves the output as it was and
+			// sk_cuda_status reports the id.
 			ids[30] = 1
 			idb, _ = idBytes(ids, 64)
 			g.upload(idp, idb)
+			g.poisonDevice(out, int(dc.lay.outLen))
 			_, err = benchGraph(&a, 2)
-			requireCode(t, codeInval, err)
+			require.NoError(t, err)
+			require.NoError(t, status(dev, uint64(g.s), int32(dc.K)))
+			oc := *dc
+			oc.st, oc.cols = owner, ownerCols
+			requireRows(t, dc, oc.cpu(t, ids), g.download(out, int(dc.lay.outLen)))
+			ids[30] = 5000 + 7
+			idb, _ = idBytes(ids, 64)
+			g.upload(idp, idb)
+			g.poisonDevice(out, int(dc.lay.outLen))
+			_, err = benchGraph(&a, 2)
+			require.NoError(t, err)
+			requireCode(t, codeID, status(dev, uint64(g.s), int32(dc.K)))
+			require.Equal(t, poisoned, g.download(out, int(dc.lay.outLen)))
+			ids[30] = 1
+			idb, _ = idBytes(ids, 64)
+			g.upload(idp, idb)
 			// A second attachment (the same device) and its detach leave
 			// the first one's lookups working.
 			dev2, err := attach(st, 0, 0)

@@ -645,7 +645,11 @@ class EngramStore:
         checked whole on the host (a bad id raises RowIDError and nothing
         is written), and the owner's rows land in the output through the
         store's pinned buffer memory by copies on stream; the call returns
-        once they are there. Not capturable in a CUDA graph (it raises).
+        once they are there. Inside a CUDA graph capture it records the
+        lookup instead (no wait): each replay fetches the rows of the ids
+        the captured tensor holds through a host node of the graph; a bad
+        id or a failed transfer leaves the output as it was and is raised
+        by check_status().
 
         With int table_ids it is the layer API's lookup: single-head
         layers, [H,T] int64 ids into a [H,T,R] output."""

@@ -494,9 +494,9 @@ def test_remote_store_into_cuda(remote_pair, rng, cuda, dtype, head_major, T):
 
 
 def test_remote_store_cuda_errors(remote_pair, rng, cuda):
-    """A bad id raises RowIDError at the call and writes nothing; a lookup
-    inside a graph capture raises; empty(like="cuda") gives a device
-    tensor the lookup fills; the store keeps working after each."""
+    """A bad id raises RowIDError at the call and writes nothing;
+    empty(like="cuda") gives a device tensor the lookup fills; the store
+    keeps working after each."""
     owner, rs, rows = remote_pair
     names = ("a", "b")
     ids = np.array([[1, 2], [3, 1700]], np.int64)  # b has 1700 rows
@@ -509,17 +509,78 @@ def test_remote_store_cuda_errors(remote_pair, rng, cuda):
     assert e.is_cuda and tuple(e.shape) == (2, 2, R)
     ids[1, 1] = 5
     ids_d = to_dev(ids, cuda)
+    before = e.cpu().numpy()
     rs.lookup(names, ids_d, e)
-    np.testing.assert_array_equal(e.cpu().numpy(), expected(e.cpu().numpy(), names, rows, ids))
-
-    s = torch.cuda.Stream()
-    g = torch.cuda.CUDAGraph()
-    with pytest.raises(Exception, match="captur"):
-        with torch.cuda.graph(g, stream=s):
-            rs.lookup(names, ids_d, e)
-    torch.cuda.synchronize()
+    np.testing.assert_array_equal(e.cpu().numpy(), expected(before, names, rows, ids))
     rs.lookup(names, ids_d, e)  # still works
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_remote_store_cuda_graph(tmp_path, rng, cuda, dtype):
+    """A remote store's lookup captured in torch.cuda.graph (T=16, K=24,
+    offsets, -1 ids) replays with whatever ids the captured id tensor
+    holds: the owner's rows every replay. A bad id in the id tensor leaves
+    the output as it was and check_status() raises RowIDError; the owner
+    closed between replays: the replay leaves the output as it was,
+    check_status() raises, and the process and the device go on (an eager
+    lookup raises; torch work runs)."""
+    specs = {"a": {"num_rows": 3000, "row_bytes": R}, "b": {"num_rows": 1700, "row_bytes": R}}
+    owner = EngramStore(tables=specs, namespace="cuda-graph", local_dir=str(tmp_path))
+    rows = {n: random_rows(rng, sp["num_rows"], R) for n, sp in specs.items()}
+    for n, r in rows.items():
+        owner.populate(n, r)
+    sv = owner.serve()
+    rs = EngramStore(tables=specs, namespace="cuda-graph", remote=sv.url)
+    try:
+        T = 16
+        names = tuple(("a", "b")[k % 2] for k in range(24))
+        offsets = [(0, 5000)[k % 2] for k in range(24)]
+        sizes = [rows[n].shape[0] for n in names]
+        ids_d = to_dev(rand_ids(rng, T, sizes, offsets, dtype=dtype), cuda)
+        p, out = poison_on(rng, (T, len(names), R), cuda)
+        rs.warmup(names, device=0)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            rs.lookup(names, ids_d, out, offsets=offsets)
+        want = p
+        for i in range(4):
+            new = rand_ids(rng, T, sizes, offsets, dtype=dtype)
+            ids_d.copy_(to_dev(new, cuda))
+            g.replay()
+            torch.cuda.synchronize()
+            want = expected(want, names, rows, new, offsets)
+            np.testing.assert_array_equal(out.cpu().numpy(), want, err_msg=f"replay {i}")
+        rs.check_status()
+        bad = rand_ids(rng, T, sizes, offsets, dtype=dtype)
+        bad[3, 1] = 5000 + 1700  # past b's rows
+        ids_d.copy_(to_dev(bad, cuda))
+        g.replay()
+        with pytest.raises(RowIDError):
+            rs.check_status()
+        np.testing.assert_array_equal(out.cpu().numpy(), want)
+        new = rand_ids(rng, T, sizes, offsets, dtype=dtype)
+        ids_d.copy_(to_dev(new, cuda))
+        g.replay()
+        rs.check_status()
+        want = expected(want, names, rows, new, offsets)
+        np.testing.assert_array_equal(out.cpu().numpy(), want)
+        owner.close()
+        ids_d.copy_(to_dev(rand_ids(rng, T, sizes, offsets, dtype=dtype), cuda))
+        g.replay()
+        with pytest.raises(RuntimeError):
+            rs.check_status()
+        np.testing.assert_array_equal(out.cpu().numpy(), want)
+        with pytest.raises(RuntimeError):
+            rs.lookup(names, ids_d, out, offsets=offsets)
+        x = torch.ones(1024, device=cuda)
+        assert float((x * 2).sum()) == 2048.0
+        del g
+    finally:
+        torch.cuda.synchronize()
+        rs.close()
+        owner.close()
 
 
 def test_repeated_calls_and_moved_tensors(gstore, rng, cuda):
