@@ -223,6 +223,12 @@ type Context struct {
 	// Status (under hostErrMu, never c.mu: see recordHostErr).
 	hostErrMu sync.Mutex
 	hostErr   error
+	// The host lookups' proxy (hostproxy.go), started by the first
+	// proxied HostLookup; probe says whether lookups can be proxied.
+	probe     proxyProbe
+	px        atomic.Pointer[proxy]
+	pxMu      sync.Mutex
+	proxySpin atomic.Int64
 
 	stg stager // CPU-staged lookups (staged.go)
 	// calClass holds the last calibration of each class of host lookups
@@ -255,6 +261,7 @@ func cuErr(call string, err error) error {
 // that also releases them at Close.
 func NewContext(ordinal int) (*Context, error) {
 	c := &Context{worker: make(chan func()), fns: map[string]C.CUfunction{}, occ: map[string]int{}, hostBad: -1}
+	c.proxySpin.Store(int64(DefaultProxySpin))
 	errc := make(chan error, 1)
 	go c.run(ordinal, errc)
 	if err := <-errc; err != nil {
@@ -371,7 +378,8 @@ func (c *Context) onThread(f func() error) error {
 // Warmup does what must happen before a lookup is captured into a graph:
 // the module is loaded and the status word allocated by NewContext; Warmup
 // also launches one empty lookup on s and synchronizes, so the driver has
-// finished any lazy loading of the kernels.
+// finished any lazy loading of the kernels, and probes once whether host
+// lookups can hand their ids to the proxy (HostLookup).
 func (c *Context) Warmup(s Stream) error {
 	c.mu.Lock()
 	closed := c.closed
@@ -391,7 +399,11 @@ func (c *Context) Warmup(s Stream) error {
 			return driverErr("cuLaunchKernel "+name, r)
 		}
 	}
-	return c.Sync(s)
+	if err := c.Sync(s); err != nil {
+		return err
+	}
+	c.useProxy()
+	return nil
 }
 
 // Close releases the context (the primary context is released, not
@@ -407,6 +419,7 @@ func (c *Context) Close() error {
 		return fmt.Errorf("%w: %d tables, %d graphs, %d host lookups", ErrBusy, c.tables, c.graphs, c.hostLookups)
 	}
 	c.closed = true
+	c.stopProxy()
 	err := c.onThread(func() error {
 		c.stg.mu.Lock()
 		es := c.freeStager()

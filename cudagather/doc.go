@@ -99,18 +99,24 @@
 // A HostLookup is a lookup whose rows a host function fetches (a remote
 // Engram store's lookup, say), enqueued on the stream like any other, so
 // it can be captured into a graph and replayed with new ids: the stream
-// copies the [T,K] ids to pinned host memory, a host function (cuLaunchHostFunc,
-// a host node of a captured graph) runs the fetch into pinned staging,
-// and the staged rows with their row indices (i, or -1 for an id of -1)
-// go to device memory, where the placing pass of the CPU-staged path
-// writes them into the output. A fetch that fails, panics or runs past
+// copies the [T,K] ids to pinned host memory and sets a request word in
+// mapped host memory, then waits on a done word (stream memory
+// operations); the context's proxy goroutine, polling the request words
+// (busily for Context.SetProxySpin after each request, then between short
+// sleeps), runs the fetch into pinned staging and sets the done word; the
+// staged rows with their row indices (i, or -1 for an id of -1) go to
+// device memory, where the placing pass of the CPU-staged path writes
+// them into the output. Where the driver cannot capture stream memory
+// operations (Warmup probes it) the fetch runs in a host function of the
+// stream instead (cuLaunchHostFunc, a host node of a captured graph),
+// which costs the driver's dispatch of a host function on the lookup's
+// path. A fetch that fails, panics or runs past
 // its deadline (HostLookupConfig.Timeout) sets every index to -1, so
 // nothing is written: the stream goes on, nothing traps, and Status
 // reports a *HostLookupError wrapping the fetch's error. Its memory is
 // allocated with the calling thread in relaxed capture mode, so one may
-// be made inside a capture of any mode. The fetch runs on the driver's
-// thread: it must not call CUDA nor wait for anything that waits for a
-// stream.
+// be made inside a capture of any mode. The fetch must not call CUDA nor
+// wait for anything that waits for a stream.
 //
 // # Bad ids
 //

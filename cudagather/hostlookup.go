@@ -25,7 +25,7 @@ static CUresult sk_hl_alloc(CUcontext ctx, size_t hostBytes, void **host, size_t
 	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
 	r = cuThreadExchangeStreamCaptureMode(&m);
 	if (r != CUDA_SUCCESS) return r;
-	r = cuMemHostAlloc(host, hostBytes, CU_MEMHOSTALLOC_PORTABLE);
+	r = cuMemHostAlloc(host, hostBytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
 	if (r == CUDA_SUCCESS) {
 		r = cuMemAlloc(dev, devBytes);
 		if (r != CUDA_SUCCESS) {
@@ -79,6 +79,66 @@ static CUresult sk_hl_enqueue(CUcontext ctx, CUstream s, void *idsHost, CUdevice
 	if (r == CUDA_SUCCESS) r = cuMemcpyHtoDAsync(rowsDev, rowsHost, rowsBytes, s);
 	return r;
 }
+// sk_hp_mapped returns the device address of pinned host memory p
+// (allocated with CU_MEMHOSTALLOC_DEVICEMAP).
+static CUresult sk_hp_mapped(CUcontext ctx, void *p, CUdeviceptr *d) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	return cuMemHostGetDevicePointer(d, p, 0);
+}
+
+// sk_hp_enqueue enqueues a proxied host lookup's steps before its placing
+// pass: the ids back to pinned host memory; the request word set (the
+// write fenced after the copy); the wait for the done word, which the
+// proxy sets once the rows and indices are staged, and its reset; then
+// the indices and rows to the device. The _v2 memory operations are the
+// ones every driver enables.
+static CUresult sk_hp_enqueue(CUcontext ctx, CUstream s, void *idsHost, CUdeviceptr ids, size_t idsBytes,
+                              CUdeviceptr req, CUdeviceptr done,
+                              CUdeviceptr idxDev, void *idxHost, size_t idxBytes,
+                              CUdeviceptr rowsDev, void *rowsHost, size_t rowsBytes) {
+	CUresult r = cuCtxSetCurrent(ctx);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuMemcpyDtoHAsync(idsHost, ids, idsBytes, s);
+	if (r == CUDA_SUCCESS) r = cuStreamWriteValue32_v2(s, req, 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+	if (r == CUDA_SUCCESS) r = cuStreamWaitValue32_v2(s, done, 1, CU_STREAM_WAIT_VALUE_EQ);
+	if (r == CUDA_SUCCESS) r = cuStreamWriteValue32_v2(s, done, 0, CU_STREAM_WRITE_VALUE_DEFAULT);
+	if (r == CUDA_SUCCESS) r = cuMemcpyHtoDAsync(idxDev, idxHost, idxBytes, s);
+	if (r == CUDA_SUCCESS) r = cuMemcpyHtoDAsync(rowsDev, rowsHost, rowsBytes, s);
+	return r;
+}
+
+// sk_hp_probe reports whether this driver captures and replays the
+// stream memory operations the proxy needs: a write and a wait on a
+// mapped host word, captured on a stream of its own, instantiated,
+// launched and waited for (relaxed capture mode). 1 yes, 0 no.
+static int sk_hp_probe(CUcontext ctx, CUdeviceptr word) {
+	if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return 0;
+	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+	if (cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS) return 0;
+	int ok = 0;
+	CUstream s = NULL;
+	CUgraph g = NULL;
+	CUgraphExec e = NULL;
+	if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+		if (cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS) {
+			CUresult r = cuStreamWriteValue32_v2(s, word, 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+			if (r == CUDA_SUCCESS) r = cuStreamWaitValue32_v2(s, word, 1, CU_STREAM_WAIT_VALUE_EQ);
+			if (r == CUDA_SUCCESS) r = cuStreamWriteValue32_v2(s, word, 2, CU_STREAM_WRITE_VALUE_DEFAULT);
+			CUresult r2 = cuStreamEndCapture(s, &g);
+			if (r == CUDA_SUCCESS && r2 == CUDA_SUCCESS &&
+			    cuGraphInstantiateWithFlags(&e, g, 0) == CUDA_SUCCESS &&
+			    cuGraphLaunch(e, s) == CUDA_SUCCESS && cuStreamSynchronize(s) == CUDA_SUCCESS) {
+				ok = 1;
+			}
+			if (e) cuGraphExecDestroy(e);
+			if (g) cuGraphDestroy(g);
+		}
+		cuStreamDestroy(s);
+	}
+	cuThreadExchangeStreamCaptureMode(&m);
+	return ok;
+}
 */
 import "C"
 
@@ -95,12 +155,21 @@ import (
 // HostLookup is a lookup whose rows a host function fetches, enqueued on
 // a stream as device work, so that it runs in stream order without the
 // caller waiting, and can be captured into a graph and replayed with new
-// ids: the stream copies the ids to pinned host memory, runs the fetch as
-// a host function (a host node of the graph), copies the fetched rows and
-// their row indices to device memory, and one placing pass (the gather of
-// a device table) writes them into the output in its layout. It is how a
-// remote Engram lookup rides a model step's stream and its CUDA graph
-// (the C ABI's sk_cuda_lookup on a remote store under capture).
+// ids: the stream copies the ids to pinned host memory and hands them to
+// the fetch, waits for it, copies the fetched rows and their row indices
+// to device memory, and one placing pass (the gather of a device table)
+// writes them into the output in its layout. It is how a remote Engram
+// lookup rides a model step's stream and its CUDA graph (the C ABI's
+// sk_cuda_lookup on a remote store under capture).
+//
+// The hand-over takes one of two forms. Where the driver captures stream
+// memory operations (probed once per context, at Warmup), the stream sets
+// a request word in mapped host memory and waits on a done word: the
+// context's proxy goroutine, which polls the request words (busily while
+// requests come, Context.SetProxySpin; with short sleeps otherwise), runs
+// the fetch and sets the done word. Elsewhere the fetch runs inside a host
+// function of the stream (a host node of the graph), which puts the
+// driver's dispatch of a host function on the lookup's path.
 //
 // A failed fetch never faults the device and never traps: the indices
 // are all set to -1, so the placing pass writes nothing, the stream goes
@@ -131,10 +200,17 @@ type HostLookup struct {
 	tabs    []Table
 	ptrs    []*Table
 
-	done              chan struct{} // a fetch's end, to the driver's thread
+	ended             chan struct{} // host-function form: a fetch's end, to the driver's thread
 	fetches, failures atomic.Int64
-	mu                sync.Mutex // Enqueue and Close
-	closed            bool
+
+	// The proxy form: the request and done words (mapped host memory)
+	// and their device addresses.
+	proxied        bool
+	req, ack       *uint32
+	reqDev, ackDev DevPtr
+
+	mu     sync.Mutex // Enqueue and Close
+	closed bool
 }
 
 // hostLookups maps handles to open host lookups: the host function gets
@@ -167,7 +243,12 @@ func (c *Context) NewHostLookup(cfg HostLookupConfig) (*HostLookup, error) {
 		}
 	}
 	align := func(v int64) int64 { return (v + 255) &^ 255 }
-	idsAt, idxAt, rowsAt := int64(0), align(n*idBytes), align(n*idBytes)+align(n*4)
+	// The host block: the mailbox (request and done words, a cache line
+	// each), the ids, the indices, the staging unless the caller's.
+	const box = 256
+	idsAt := int64(box)
+	idxAt := idsAt + align(n*idBytes)
+	rowsAt := idxAt + align(n*4)
 	hostBytes := rowsAt
 	if cfg.Rows == nil {
 		hostBytes += rowsBytes
@@ -182,7 +263,8 @@ func (c *Context) NewHostLookup(cfg HostLookupConfig) (*HostLookup, error) {
 		return nil, driverErr("host lookup: cuMemHostAlloc/cuMemAlloc", r)
 	}
 	hl := &HostLookup{c: c, t: cfg.T, k: cfg.K, n: n, ids64: cfg.IDs64, idBytes: idBytes, fetch: cfg.Fetch,
-		timeout: cfg.Timeout, host: unsafe.Slice((*byte)(hp), hostBytes), dev: DevPtr(dp), done: make(chan struct{}, 1)}
+		timeout: cfg.Timeout, host: unsafe.Slice((*byte)(hp), hostBytes), dev: DevPtr(dp), ended: make(chan struct{}, 1)}
+	hl.req, hl.ack = (*uint32)(hp), (*uint32)(unsafe.Add(hp, 64))
 	if cfg.IDs64 {
 		hl.ids64v = unsafe.Slice((*int64)(unsafe.Add(hp, idsAt)), n)
 	} else {
@@ -202,8 +284,23 @@ func (c *Context) NewHostLookup(cfg HostLookupConfig) (*HostLookup, error) {
 		hl.tabs[k] = Table{c: c, ptr: hl.rowsDev, rows: n, rowBytes: cfg.RowBytes}
 		hl.ptrs[k] = &hl.tabs[k]
 	}
+	if c.useProxy() {
+		var d C.CUdeviceptr
+		runtime.LockOSThread()
+		r := C.sk_hp_mapped(c.ctx, hp, &d)
+		if r != C.CUDA_SUCCESS {
+			C.sk_hl_free(c.ctx, hp, dp)
+			runtime.UnlockOSThread()
+			return nil, driverErr("host lookup: the mailbox's device address", r)
+		}
+		runtime.UnlockOSThread()
+		hl.proxied, hl.reqDev, hl.ackDev = true, DevPtr(d), DevPtr(d)+64
+	}
 	hl.h = nextHL.Add(1)
 	hostLookups.Store(hl.h, hl)
+	if hl.proxied {
+		c.register(hl)
+	}
 	c.mu.Lock()
 	c.hostLookups++
 	c.mu.Unlock()
@@ -238,15 +335,31 @@ func (hl *HostLookup) Enqueue(s Stream, ids, out DevPtr, outBytes, off, tStride,
 		return err
 	}
 	runtime.LockOSThread()
-	r := C.sk_hl_enqueue(c.ctx, cstream(s), unsafe.Pointer(&hl.host[0]), C.CUdeviceptr(ids), C.size_t(hl.n*hl.idBytes), C.uintptr_t(hl.h),
+	defer runtime.UnlockOSThread()
+	idsHost := unsafe.Pointer(&hl.host[256])
+	if hl.proxied {
+		r := C.sk_hp_enqueue(c.ctx, cstream(s), idsHost, C.CUdeviceptr(ids), C.size_t(hl.n*hl.idBytes),
+			C.CUdeviceptr(hl.reqDev), C.CUdeviceptr(hl.ackDev),
+			C.CUdeviceptr(hl.idxDev), unsafe.Pointer(&hl.idx[0]), C.size_t(hl.n*4),
+			C.CUdeviceptr(hl.rowsDev), unsafe.Pointer(&hl.rows[0]), C.size_t(len(hl.rows)))
+		if r != C.CUDA_SUCCESS {
+			return driverErr("host lookup: copies, request and wait", r)
+		}
+		return c.enqueue(s, &pr, p)
+	}
+	r := C.sk_hl_enqueue(c.ctx, cstream(s), idsHost, C.CUdeviceptr(ids), C.size_t(hl.n*hl.idBytes), C.uintptr_t(hl.h),
 		C.CUdeviceptr(hl.idxDev), unsafe.Pointer(&hl.idx[0]), C.size_t(hl.n*4),
 		C.CUdeviceptr(hl.rowsDev), unsafe.Pointer(&hl.rows[0]), C.size_t(len(hl.rows)))
-	runtime.UnlockOSThread()
 	if r != C.CUDA_SUCCESS {
 		return driverErr("host lookup: copies and host function", r)
 	}
 	return c.enqueue(s, &pr, p)
 }
+
+// Proxied reports whether the lookup hands its ids to the context's proxy
+// (stream memory operations) rather than running its fetch in a host
+// function.
+func (hl *HostLookup) Proxied() bool { return hl.proxied }
 
 // Fetches returns how many fetches ran, and how many of them failed.
 func (hl *HostLookup) Fetches() (ran, failed int64) { return hl.fetches.Load(), hl.failures.Load() }
@@ -260,6 +373,9 @@ func (hl *HostLookup) Close() error {
 		return nil
 	}
 	hl.closed = true
+	if hl.proxied {
+		hl.c.unregister(hl)
+	}
 	hostLookups.Delete(hl.h)
 	runtime.LockOSThread()
 	r := C.sk_hl_free(hl.c.ctx, unsafe.Pointer(&hl.host[0]), C.CUdeviceptr(hl.dev))
@@ -354,9 +470,9 @@ func runHostLookup(h uintptr) {
 	hl := v.(*HostLookup)
 	go func() {
 		hl.run()
-		hl.done <- struct{}{}
+		hl.ended <- struct{}{}
 	}()
-	<-hl.done
+	<-hl.ended
 }
 
 // Capturing reports whether s is being captured into a graph.
@@ -367,4 +483,25 @@ func (c *Context) Capturing(s Stream) (bool, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return c.capturing(s)
+}
+
+// useProxy reports whether host lookups can use the proxy (the driver
+// captures and replays stream memory operations on mapped host memory).
+func (c *Context) useProxy() bool {
+	c.probe.once.Do(func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var hp unsafe.Pointer
+		var dp C.CUdeviceptr
+		if C.sk_hl_alloc(c.ctx, 4096, &hp, 256, &dp) != C.CUDA_SUCCESS {
+			return
+		}
+		defer C.sk_hl_free(c.ctx, hp, dp)
+		var d C.CUdeviceptr
+		if C.sk_hp_mapped(c.ctx, hp, &d) != C.CUDA_SUCCESS {
+			return
+		}
+		c.probe.ok = C.sk_hp_probe(c.ctx, d) != 0 && *(*uint32)(hp) == 2
+	})
+	return c.probe.ok
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,13 +51,46 @@ func hostFetch(tables [][]byte, R int, K int, offsets []int64) func(ctx context.
 // that panics and one that runs past its timeout each leave the output
 // as it was, are reported by Status, and the stream and the graph go on
 // working; a bad output and unpinned staging are refused up front.
+//
+// It runs both forms of the hand-over: the proxy (stream memory
+// operations; REQUIRE_PROXY=1 fails the test where the probe refuses
+// them) on the test context, and the host function on a context whose
+// probe is turned off.
 func TestHostLookup(t *testing.T) {
+	t.Run("proxy", func(t *testing.T) {
+		if !testCtx.useProxy() {
+			if os.Getenv("REQUIRE_PROXY") == "1" {
+				t.Fatal("REQUIRE_PROXY=1: the driver does not capture stream memory operations")
+			}
+			t.Skip("the driver does not capture stream memory operations: host lookups use host functions")
+		}
+		testHostLookup(t, testCtx, true)
+	})
+	t.Run("host-function", func(t *testing.T) {
+		hc, err := NewContext(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := hc.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		hc.probe.once.Do(func() {}) // no proxy: every lookup of hc runs its fetch in a host function
+		if err := hc.Warmup(0); err != nil {
+			t.Fatal(err)
+		}
+		testHostLookup(t, hc, false)
+	})
+}
+
+func testHostLookup(t *testing.T, hc *Context, proxied bool) {
 	r := newRand(t)
-	s, err := testCtx.NewStream()
+	s, err := hc.NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer testCtx.DestroyStream(s)
+	defer hc.DestroyStream(s)
 	const R, rows, T, K = 264, 3000, 16, 6
 	a, b := randBytes(r, rows*R), randBytes(r, rows*R)
 	tables := [][]byte{a, b, a, b, b, a}
@@ -76,7 +110,7 @@ func TestHostLookup(t *testing.T) {
 			name := fmt.Sprintf("id64=%v/%s", id64, layout)
 			var fail atomic.Int32 // 1: the fetch errs, 2: it panics, 3: it sleeps past its timeout
 			fetch := hostFetch(tables, R, K, offsets)
-			hl, err := testCtx.NewHostLookup(HostLookupConfig{T: T, K: K, RowBytes: R, IDs64: id64, Timeout: 200 * time.Millisecond,
+			hl, err := hc.NewHostLookup(HostLookupConfig{T: T, K: K, RowBytes: R, IDs64: id64, Timeout: 200 * time.Millisecond,
 				Fetch: func(ctx context.Context, ids32 []int32, ids64 []int64, rows []byte) error {
 					switch fail.Load() {
 					case 1:
@@ -91,6 +125,9 @@ func TestHostLookup(t *testing.T) {
 				}})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if hl.Proxied() != proxied {
+				t.Fatalf("Proxied() = %v, want %v", hl.Proxied(), proxied)
 			}
 			req := &Request{T: T, K: K}
 			switch layout {
@@ -128,7 +165,7 @@ func TestHostLookup(t *testing.T) {
 				if err := launch(); err != nil {
 					t.Fatalf("%s %s: %v", name, what, err)
 				}
-				serr := testCtx.Status(s, K)
+				serr := hc.Status(s, K)
 				got := make([]byte, size)
 				if err := testCtx.CopyOut(got, out); err != nil {
 					t.Fatal(err)
@@ -150,7 +187,7 @@ func TestHostLookup(t *testing.T) {
 				}
 			}
 			check("eager", newIDs(), enqueue, true)
-			g, err := testCtx.Capture(s, enqueue)
+			g, err := hc.Capture(s, enqueue)
 			if err != nil {
 				t.Fatalf("%s: capture: %v", name, err)
 			}
@@ -178,13 +215,13 @@ func TestHostLookup(t *testing.T) {
 			if err := hl.Enqueue(s, idBuf+1, out, size, req.Off, req.TStride, req.KStride); !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%s: misaligned ids: %v", name, err)
 			}
-			if err := testCtx.Sync(s); err != nil {
+			if err := hc.Sync(s); err != nil {
 				t.Fatal(err)
 			}
 			if ran, _ := hl.Fetches(); ran != 11 {
 				t.Fatalf("%s: a refused Enqueue ran a fetch", name)
 			}
-			if err := testCtx.Close(); !errors.Is(err, ErrBusy) {
+			if err := hc.Close(); !errors.Is(err, ErrBusy) {
 				t.Fatalf("Close with a host lookup open: %v", err)
 			}
 			if err := g.Close(); err != nil {
@@ -199,7 +236,7 @@ func TestHostLookup(t *testing.T) {
 		}
 	}
 	// Staging that is not pinned is refused; a config out of shape too.
-	if _, err := testCtx.NewHostLookup(HostLookupConfig{T: 2, K: 2, RowBytes: 8, Rows: make([]byte, 32),
+	if _, err := hc.NewHostLookup(HostLookupConfig{T: 2, K: 2, RowBytes: 8, Rows: make([]byte, 32),
 		Fetch: hostFetch(nil, 8, 2, nil)}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("pageable Rows: %v", err)
 	}
@@ -208,11 +245,11 @@ func TestHostLookup(t *testing.T) {
 		{T: 2, K: 2, RowBytes: 8, Rows: make([]byte, 31)}, {T: 2, K: 2, RowBytes: 8, Timeout: -1},
 	} {
 		cfg.Fetch = hostFetch(nil, 8, 2, nil)
-		if _, err := testCtx.NewHostLookup(cfg); !errors.Is(err, ErrInvalid) {
+		if _, err := hc.NewHostLookup(cfg); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("%+v: %v", cfg, err)
 		}
 	}
-	if _, err := testCtx.NewHostLookup(HostLookupConfig{T: 2, K: 2, RowBytes: 8}); !errors.Is(err, ErrInvalid) {
+	if _, err := hc.NewHostLookup(HostLookupConfig{T: 2, K: 2, RowBytes: 8}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("nil Fetch: %v", err)
 	}
 }

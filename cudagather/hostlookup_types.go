@@ -26,14 +26,20 @@ type HostLookupConfig struct {
 	// are never read). An error (or a panic, or running past Timeout)
 	// writes no output row: the lookup's rows stay as they were, the
 	// stream goes on and Context.Status reports a *HostLookupError. Fetch
-	// runs on a thread of the CUDA driver, one fetch at a time for the
-	// process's host functions: it must not call CUDA, and must not wait
-	// for anything that waits for a CUDA stream.
+	// runs on a goroutine of the context's proxy (or, where the driver
+	// cannot capture stream memory operations, for a host function on a
+	// thread of the driver, one at a time for the process's host
+	// functions): it must not call CUDA, and must not wait for anything
+	// that waits for a CUDA stream.
 	Fetch func(ctx context.Context, ids32 []int32, ids64 []int64, rows []byte) error
 	// Timeout bounds each fetch (its ctx's deadline; default
 	// DefaultHostLookupTimeout). A fetch must return soon after ctx ends.
 	Timeout time.Duration
 }
+
+// DefaultProxySpin is how long the host lookups' proxy keeps polling
+// after the last request it served before it sleeps (Context.SetProxySpin).
+const DefaultProxySpin = 2 * time.Millisecond
 
 // DefaultHostLookupTimeout bounds a HostLookup's fetch when its config
 // leaves Timeout zero.

@@ -2,6 +2,8 @@
 
 package cudagather
 
+import "time"
+
 // Supported reports whether this build has CUDA support (the `cuda`
 // tag). It is false here: every entry point returns ErrNotSupported.
 const Supported = false
@@ -155,3 +157,9 @@ func (hl *HostLookup) Close() error { return ErrNotSupported }
 
 // Capturing returns ErrNotSupported.
 func (c *Context) Capturing(s Stream) (bool, error) { return false, ErrNotSupported }
+
+// Proxied returns false.
+func (hl *HostLookup) Proxied() bool { return false }
+
+// SetProxySpin returns ErrNotSupported.
+func (c *Context) SetProxySpin(d time.Duration) error { return ErrNotSupported }

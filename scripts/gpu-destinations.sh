@@ -19,7 +19,7 @@ if [ -f .gpu.tgz ] && { [ ! -d .gpu ] || [ .gpu.tgz -nt .gpu ]; }; then
 	rm -rf .gpu && tar xzf .gpu.tgz
 fi
 OUT=${OUT:-$(mktemp -d)}
-export REQUIRE_CUDA=1
+export REQUIRE_CUDA=1 REQUIRE_PROXY=1
 rc=0
 echo "== Go: host lookups, eager and captured into graphs (cudagather)"
 timeout -k 5 120 .gpu/cudagather.test -test.v -test.count=1 -test.run 'HostLookup' >"$OUT/dst-hostlookup.log" 2>&1 || rc=1
