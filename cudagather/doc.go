@@ -116,7 +116,17 @@
 // reports a *HostLookupError wrapping the fetch's error. Its memory is
 // allocated with the calling thread in relaxed capture mode, so one may
 // be made inside a capture of any mode. The fetch must not call CUDA nor
-// wait for anything that waits for a stream.
+// wait for anything that waits for a stream. A remote Engram store's
+// lookup, captured (rows from the store's pinned buffer memory):
+//
+//	buf, _ := store.NewBuffer(T * K * R) // store.PinBuffers(ctx.PinHost) done once
+//	hl, _ := ctx.NewHostLookup(cudagather.HostLookupConfig{T: T, K: K, RowBytes: R, IDs64: true, Rows: buf.Bytes(),
+//		Fetch: func(c context.Context, _ []int32, ids []int64, rows []byte) error {
+//			return store.LookupContext(c, tables, engram.IDs64(ids, T, K), engram.TokenMajor(rows, T, K, R), nil)
+//		}})
+//	g, _ := ctx.Capture(s, func() error { return hl.Enqueue(s, idsDev, outDev, outBytes, 0, K*R, R) })
+//	// each g.Launch(s) fetches the rows of the ids idsDev holds then;
+//	// ctx.Status(s, K) reports a failed fetch.
 //
 // # Bad ids
 //

@@ -37,6 +37,10 @@ type remoteConfig struct {
 	// tables (engram.RemoteConfig.Directory).
 	Directory   string `json:"directory"`
 	BufferBytes int64  `json:"buffer_bytes"`
+	// CaptureSpinUS is how long, in microseconds, the proxy of the
+	// store's lookups captured into CUDA graphs polls busily after a
+	// request (cudagather's SetProxySpin; nil: its default, 2000).
+	CaptureSpinUS *int64 `json:"capture_spin_us"`
 }
 
 // shardConfig is engram.RemoteShard in config_json: rows [lo, hi) of
@@ -95,6 +99,9 @@ func parseConfig(b []byte) (engram.Config, *remoteConfig, error) {
 		}
 		if oc.Remote.BufferBytes < 0 {
 			return engram.Config{}, nil, badArg("config_json", "remote.buffer_bytes %d: negative", oc.Remote.BufferBytes)
+		}
+		if v := oc.Remote.CaptureSpinUS; v != nil && (*v < 0 || *v > 60_000_000) {
+			return engram.Config{}, nil, badArg("config_json", "remote.capture_spin_us %d: want 0 to 60,000,000", *v)
 		}
 		if oc.Remote.Transport == "" {
 			oc.Remote.Transport = "tcp"

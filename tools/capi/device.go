@@ -181,6 +181,11 @@ func attach(store uint64, ordinal, flags int32) (uint64, error) {
 			// A remote store: its buffer memory pinned once, by the first
 			// attachment (portable: every context copies from it).
 			d.remote = true
+			if st.captureSpin >= 0 {
+				if err := ctx.SetProxySpin(st.captureSpin); err != nil {
+					return errors.Join(err, ctx.Close())
+				}
+			}
 			if !st.remotePinned() {
 				if err := st.s.PinBuffers(ctx.PinHost); err != nil {
 					return errors.Join(err, ctx.Close())

@@ -550,7 +550,11 @@ func TestCUDARemoteLookup(t *testing.T) {
 			srv, addr, err := serve(owner, tr, "", "")
 			require.NoError(t, err)
 			t.Cleanup(func() { closeServer(srv) })
-			st := openStore(t, configJSON(t, tables, "", map[string]any{"transport": tr, "addr": addr, "buffer_bytes": 32 << 20}))
+			remote := map[string]any{"transport": tr, "addr": addr, "buffer_bytes": 32 << 20}
+			if tr == "shm" {
+				remote["capture_spin_us"] = 0 // its captured lookups: the proxy never polls busily
+			}
+			st := openStore(t, configJSON(t, tables, "", remote))
 			names := make([]string, 24)
 			for k := range names {
 				names[k] = []string{"a", "b"}[k%2]

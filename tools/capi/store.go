@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/scatterkit/scatterkit/engram"
 	"github.com/scatterkit/scatterkit/tools/internal/dirspec"
@@ -27,6 +28,9 @@ var (
 type storeObj struct {
 	s  *engram.Store
 	tr verbs.Transport // a remote store's transport, closed after the store
+	// captureSpin is remote.capture_spin_us (-1: not set), applied to
+	// each attachment's context.
+	captureSpin time.Duration
 
 	mu      sync.Mutex
 	closed  bool
@@ -94,6 +98,10 @@ func open(configJSON []byte) (uint64, error) {
 			return 0, err
 		}
 		st.tr = tr
+		st.captureSpin = -1
+		if rc.CaptureSpinUS != nil {
+			st.captureSpin = time.Duration(*rc.CaptureSpinUS) * time.Microsecond
+		}
 		cfg.Remote = &engram.RemoteConfig{Transport: tr, Addr: rc.Addr, BufferBytes: rc.BufferBytes}
 		for _, sh := range rc.Shards {
 			cfg.Remote.Shards = append(cfg.Remote.Shards, engram.RemoteShard{Table: sh.Table, Served: sh.Served, Lo: sh.Lo, Hi: sh.Hi, Addrs: sh.Addrs})

@@ -275,10 +275,11 @@ def _remote_config(remote: Any, buffer_bytes: int | None) -> dict:
         else:
             cfg = {"transport": scheme, "addr": addr}
     elif isinstance(remote, Mapping):
-        unknown = set(remote) - {"transport", "addr", "shards", "directory", "buffer_bytes"}
+        unknown = set(remote) - {"transport", "addr", "shards", "directory", "buffer_bytes", "capture_spin_us"}
         if unknown:
             raise ValueError(
-                f"scatterkit: remote: unknown keys {sorted(unknown)}; want transport, addr, shards or directory, buffer_bytes"
+                f"scatterkit: remote: unknown keys {sorted(unknown)}; want transport, addr, shards or directory, "
+                "buffer_bytes, capture_spin_us"
             )
         cfg = dict(remote)
         if sum(bool(cfg.get(k)) for k in ("addr", "shards", "directory")) != 1:

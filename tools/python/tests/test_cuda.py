@@ -531,7 +531,9 @@ def test_remote_store_cuda_graph(tmp_path, rng, cuda, dtype):
     for n, r in rows.items():
         owner.populate(n, r)
     sv = owner.serve()
-    rs = EngramStore(tables=specs, namespace="cuda-graph", remote=sv.url)
+    # int32 ids with a proxy that never polls busily (capture_spin_us 0).
+    remote = sv.url if dtype == np.int64 else {"transport": "tcp", "addr": sv.addr, "capture_spin_us": 0}
+    rs = EngramStore(tables=specs, namespace="cuda-graph", remote=remote)
     try:
         T = 16
         names = tuple(("a", "b")[k % 2] for k in range(24))

@@ -104,6 +104,10 @@ def test_remote_open_errors(owner):
             c.empty(10, 24)  # 63 KiB of 1 MiB
             with pytest.raises(MemoryError):
                 c.empty(100, 100)  # 2.6 MB: more than the registered memory
+        with pytest.raises(ValueError):  # capture_spin_us is microseconds, an int >= 0
+            EngramStore(tables={"a": {"num_rows": 800, "row_bytes": R}}, namespace="remote", remote={"addr": sv.addr, "capture_spin_us": -1})
+        with remote_store({"transport": "tcp", "addr": sv.addr, "capture_spin_us": 0}, names=("a",)) as c:
+            assert c.get_table_spec("a").populated
         with remote_store(sv, names=("a",)) as c:  # a Server object is a remote spec too
             assert c.get_table_spec("a").populated
     with pytest.raises(RuntimeError):  # nothing listening any more
