@@ -137,6 +137,26 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 		}
 	}
 	res.Pieces = len(pieces)
+	// The order pieces go in: destination order, except that a last
+	// piece smaller than the first (the remainder of a plan cut by the
+	// window) goes first when the pieces are more than the slots. Pieces
+	// in flight together share the link and land together, so the first
+	// slot frees only when a whole wave has landed, and a remainder sent
+	// last runs alone after it, its fixed costs and its transfer exposed
+	// (the H200 host: many-small, 4 pieces in 3 slots, 0.84-0.92 of the
+	// same READ into host memory). Sent first, it lands early, and the
+	// piece after the wave starts while the wave is still in flight.
+	n := len(pieces)
+	first := n > depth && pieces[n-1].Plan.DstExtent < pieces[0].Plan.DstExtent
+	sendOrder := func(i int) int { // the i-th piece sent
+		if !first {
+			return i
+		}
+		if i == 0 {
+			return n - 1
+		}
+		return i - 1
+	}
 	slots := make([]deviceSlot, depth)
 	var norm planfmt.Normalized
 	var runs [][2]uint64
@@ -167,11 +187,12 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 				break
 			}
 			op := d.Op
-			op.Plan, op.LocalOff, op.SpanBytes = &pieces[next].Plan, d.Op.LocalOff+uint64(next%depth)*window, nil
+			pi := sendOrder(next)
+			op.Plan, op.LocalOff, op.SpanBytes = &pieces[pi].Plan, d.Op.LocalOff+uint64(next%depth)*window, nil
 			op.Mode = mode
-			s.piece, s.op = next, nil
+			s.piece, s.op = pi, nil
 			if s.op, err = e.Submit(ctx, &op); err != nil {
-				failed = &DeviceError{Piece: next, Off: pieces[next].Off, Err: err}
+				failed = &DeviceError{Piece: pi, Off: pieces[pi].Off, Err: err}
 				break
 			}
 			next++
@@ -180,11 +201,12 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 			break // nothing in flight: a submit failed
 		}
 		s := &slots[done%depth]
+		pi := s.piece
 		r, err := s.op.Wait(context.Background()) // ctx ends the operation itself
 		s.op = nil
 		if err != nil {
 			if failed == nil {
-				failed = &DeviceError{Piece: done, Off: pieces[done].Off, Err: err}
+				failed = &DeviceError{Piece: pi, Off: pieces[pi].Off, Err: err}
 			}
 			continue // the others in flight still end before the slots are left
 		}
@@ -196,9 +218,9 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 		if failed != nil {
 			continue
 		}
-		pc := &pieces[done]
+		pc := &pieces[pi]
 		if err := planfmt.Normalize(&norm, &pc.Plan); err != nil { // checked by Cut: not expected
-			failed = &DeviceError{Piece: done, Off: pc.Off, Err: err}
+			failed = &DeviceError{Piece: pi, Off: pc.Off, Err: err}
 			continue
 		}
 		runs = runs[:0]
@@ -213,7 +235,7 @@ func (e *Engine) DoDevice(ctx context.Context, d *DeviceOp) (DeviceResult, error
 		at := d.Op.LocalOff + uint64(done%depth)*window
 		if s.copy, err = d.Device.CopyIn(d.DeviceOff+pc.Off, bounce[at:at+pc.Plan.DstExtent], runs); err != nil {
 			s.copy = nil
-			failed = &DeviceError{Piece: done, Off: pc.Off, Copy: true, Err: err}
+			failed = &DeviceError{Piece: pi, Off: pc.Off, Copy: true, Err: err}
 		}
 	}
 	for i := range slots {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,9 +30,10 @@ type fakeDevice struct {
 	rng     *rand.Rand
 	failAt  int // the copy (1-based) that fails; 0: none
 	started int
-	reused  int // copies whose source changed before they ran
-	running int // copies started and not yet waited for
-	most    int // the most at once
+	reused  int      // copies whose source changed before they ran
+	running int      // copies started and not yet waited for
+	most    int      // the most at once
+	offs    []uint64 // each copy's destination offset, in the order started
 	wg      sync.WaitGroup
 }
 
@@ -80,6 +82,7 @@ func (d *fakeDevice) DeviceLen() uint64 { return uint64(len(d.mem)) }
 func (d *fakeDevice) CopyIn(off uint64, src []byte, runs [][2]uint64) (func() error, error) {
 	d.mu.Lock()
 	d.started++
+	d.offs = append(d.offs, off)
 	fail := d.started == d.failAt
 	d.running++
 	d.most = max(d.most, d.running)
@@ -142,6 +145,14 @@ func TestDeviceDestination(t *testing.T) {
 					require.Equal(t, dev.started, res.Pieces)
 					if res.Pieces > depth {
 						require.Greater(t, dev.most, 1, "%s %v: copies overlapped nothing", name, mode)
+					}
+					// Every piece copied once; the last (a remainder) first
+					// when it is the smallest and the pieces outnumber the slots.
+					require.Len(t, dev.offs, res.Pieces)
+					if res.Pieces > depth && name == "rows-skips" {
+						last := slices.Max(dev.offs)
+						require.Equal(t, last, dev.offs[0], "%s %v: the remainder piece was not sent first", name, mode)
+						require.True(t, slices.IsSorted(dev.offs[1:]), "%s %v: the other pieces not in destination order", name, mode)
 					}
 					if mode != engine.ModeAuto {
 						require.Equal(t, mode, res.Chosen, name)
@@ -216,7 +227,7 @@ func TestDeviceDestinationErrors(t *testing.T) {
 	var de *engine.DeviceError
 	require.ErrorAs(t, err, &de)
 	require.True(t, de.Copy)
-	require.Equal(t, 1, de.Piece)
+	require.Equal(t, 0, de.Piece, "the second copy started is piece 0's: the remainder (the last piece) goes first")
 	require.Zero(t, dev.running, "every started copy was waited for")
 	require.Eventually(t, func() bool { return f.ownerStaging.Pool().Stats().Leases == 0 }, 5*time.Second, time.Millisecond)
 }
