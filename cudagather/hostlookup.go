@@ -211,6 +211,10 @@ type HostLookup struct {
 
 	mu     sync.Mutex // Enqueue and Close
 	closed bool
+	// broken: an Enqueue's driver calls failed part of the way (a request
+	// may be set with no wait after it, which would release the next
+	// lookup's wait early); later Enqueues are refused.
+	broken error
 }
 
 // hostLookups maps handles to open host lookups: the host function gets
@@ -320,6 +324,9 @@ func (hl *HostLookup) Enqueue(s Stream, ids, out DevPtr, outBytes, off, tStride,
 	if hl.closed {
 		return ErrClosed
 	}
+	if hl.broken != nil {
+		return fmt.Errorf("cudagather: host lookup unusable after a failed enqueue: %w", hl.broken)
+	}
 	c := hl.c
 	if err := c.enter(); err != nil {
 		return err
@@ -343,7 +350,8 @@ func (hl *HostLookup) Enqueue(s Stream, ids, out DevPtr, outBytes, off, tStride,
 			C.CUdeviceptr(hl.idxDev), unsafe.Pointer(&hl.idx[0]), C.size_t(hl.n*4),
 			C.CUdeviceptr(hl.rowsDev), unsafe.Pointer(&hl.rows[0]), C.size_t(len(hl.rows)))
 		if r != C.CUDA_SUCCESS {
-			return driverErr("host lookup: copies, request and wait", r)
+			hl.broken = driverErr("host lookup: copies, request and wait", r)
+			return hl.broken
 		}
 		return c.enqueue(s, &pr, p)
 	}
@@ -387,8 +395,8 @@ func (hl *HostLookup) Close() error {
 	return driverErr("host lookup: cuMemFree/cuMemFreeHost", r)
 }
 
-// run is the host function's work: the fetch, bounded by the timeout,
-// then the row indices (i, or -1 for an id of -1), or all -1 and the
+// run is a request's work (on a goroutine of the proxy's, or for a host
+// function): the fetch, bounded by the timeout, then the row indices (i, or -1 for an id of -1), or all -1 and the
 // error recorded for Status when the fetch fails.
 func (hl *HostLookup) run() {
 	hl.fetches.Add(1)

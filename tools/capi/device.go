@@ -491,10 +491,11 @@ const captureTimeout = cudagather.DefaultHostLookupTimeout
 
 // captureRemote records a remote store's lookup into the graph being
 // captured on s, as a cudagather host lookup: at each replay the stream
-// copies the ids to pinned host memory, a host node runs the store's
-// lookup of them (checked whole, as sk_lookup checks) into a buffer of the
-// store's pinned buffer memory, and the rows go on to the output by one
-// copy and the placing pass, in stream order. A failed or timed-out fetch
+// copies the ids to pinned host memory and hands them to the context's
+// proxy (a host node where the driver cannot capture the hand-over),
+// which runs the store's lookup of them (checked whole, as sk_lookup
+// checks) into a buffer of the store's pinned buffer memory; the rows go
+// on to the output by two copies and the placing pass, in stream order. A failed or timed-out fetch
 // (a bad id, an owner gone) writes no output row, the stream goes on,
 // and sk_cuda_status reports it.
 func (pl *preparedDeviceLookup) captureRemote(s cudagather.Stream) error {
