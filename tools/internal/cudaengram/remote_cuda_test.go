@@ -264,8 +264,8 @@ func BenchmarkRemoteLookupDevice(b *testing.B) {
 		slices.Sort(direct)
 		slices.Sort(staged)
 		m1, m2 := direct[reps/2], staged[reps/2]
-		b.Logf("remote-device T=%d K=%d R=%d: into device p50 %v, into host + one copy p50 %v: ratio %.3f (goal <= 1.2)",
-			T, K, R, m1, m2, float64(m1)/float64(m2))
+		b.Logf("remote-device T=%d K=%d R=%d: into device p50 %v, into host + one copy p50 %v: ratio %.3f (goal <= 1.2); p10/p90 into device %v/%v, into host + one copy %v/%v",
+			T, K, R, m1, m2, float64(m1)/float64(m2), direct[reps/10], direct[reps*9/10], staged[reps/10], staged[reps*9/10])
 		hb.Release()
 		if err := dev.Close(); err != nil {
 			b.Fatal(err)
