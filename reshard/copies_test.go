@@ -21,19 +21,7 @@ func TestCopiesProperty(t *testing.T) {
 		cases = 40
 	}
 	for i := range cases {
-		axes := 1 + r.IntN(4)
-		tensor := reshard.Tensor{ElemSize: []int64{1, 2, 4, 8}[r.IntN(4)]}
-		for range axes {
-			tensor.Shape = append(tensor.Shape, 1+r.Int64N(12))
-		}
-		src, err := randomLayout(r, tensor, 6, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst, err := randomLayout(r, tensor, 6, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tensor, src, dst := randomReshard(t, r, 1+r.IntN(4))
 		plan, err := reshard.NewPlan(src, dst, reshard.Limits{})
 		if err != nil {
 			t.Fatal(err)

@@ -72,6 +72,26 @@ func randomLayout(r *rand.Rand, t reshard.Tensor, maxRanks int64, replicas bool)
 	return reshard.Paginate(l, axis, page, tables)
 }
 
+// randomReshard draws a tensor of axes axes (1 to 12 elements each, of
+// 1, 2, 4 or 8 bytes) and two random layouts of it (up to 6 ranks each,
+// replicas allowed).
+func randomReshard(tb testing.TB, r *rand.Rand, axes int) (reshard.Tensor, *reshard.Layout, *reshard.Layout) {
+	tb.Helper()
+	tensor := reshard.Tensor{ElemSize: []int64{1, 2, 4, 8}[r.IntN(4)]}
+	for range axes {
+		tensor.Shape = append(tensor.Shape, 1+r.Int64N(12))
+	}
+	src, err := randomLayout(r, tensor, 6, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dst, err := randomLayout(r, tensor, 6, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tensor, src, dst
+}
+
 func regionSizes(l *reshard.Layout) []int64 {
 	var s []int64
 	for _, rk := range l.Ranks {
@@ -115,18 +135,7 @@ func reshardCase(t *testing.T, r *rand.Rand, transport string, dir reshard.Dir, 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	axes := 2 + r.IntN(3)
-	tensor := reshard.Tensor{ElemSize: []int64{1, 2, 4, 8}[r.IntN(4)]}
-	for range axes {
-		tensor.Shape = append(tensor.Shape, 1+r.Int64N(12))
-	}
-	src, err := randomLayout(r, tensor, 6, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := randomLayout(r, tensor, 6, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tensor, src, dst := randomReshard(t, r, axes)
 	t.Logf("tensor %v x %d B; %d source ranks, %d destination ranks", tensor.Shape, tensor.ElemSize, len(src.Ranks), len(dst.Ranks))
 	m, err := mesh.New(mesh.Config{Transport: transport, StagingBytes: 1 << 20, Link: fixedLink, Calibration: &fixedCalibration,
 		Engine: engine.Config{Calibration: &fixedCalibration}}, regionSizes(src), regionSizes(dst))

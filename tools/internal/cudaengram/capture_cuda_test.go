@@ -221,7 +221,8 @@ func BenchmarkCapturedRemoteLookup(b *testing.B) {
 	}
 	defer g.Close()
 	// The mechanism's floor: the same graph around a fetch that does
-	// nothing (ids back, host node, two copies, the placing pass).
+	// nothing (ids back, the hand-over to the proxy, two copies, the
+	// placing pass).
 	empty, err := c.NewHostLookup(cudagather.HostLookupConfig{T: T, K: K, RowBytes: R, IDs64: true,
 		Fetch: func(context.Context, []int32, []int64, []byte) error { return nil }})
 	if err != nil {
