@@ -43,6 +43,10 @@
 //
 // Plan.Apply carries a plan out in local memory (both layouts in one
 // process) and is the reference the tests hold the transfers to.
+// Plan.Copies lowers a plan to 2-D copies (a strided region one copy, not
+// one per fragment: the shape a device executor hands to cuMemcpy2D), and
+// ApplyCopies carries those out on the host, checked against the ranks'
+// memory first.
 // Package reshard/mesh runs the ranks of both layouts in one process over
 // the tcp or shm backend; the examples and scatterbench's reshard-kv and
 // reshard-mixed workloads use it.
