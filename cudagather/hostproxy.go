@@ -41,8 +41,8 @@ const (
 	proxySleep  = time.Millisecond
 )
 
-// proxyProbe is the context's memory-operation probe: run once, at the
-// first host lookup.
+// proxyProbe is the context's memory-operation probe: run once, by
+// Warmup or else by the first NewHostLookup.
 type proxyProbe struct {
 	once sync.Once
 	ok   bool
