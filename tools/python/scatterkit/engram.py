@@ -647,8 +647,9 @@ class EngramStore:
         is written), and the owner's rows land in the output through the
         store's pinned buffer memory by copies on stream; the call returns
         once they are there. Inside a CUDA graph capture it records the
-        lookup instead (no wait): each replay fetches the rows of the ids
-        the captured tensor holds through a host node of the graph; a bad
+        lookup instead (no wait): each replay hands the ids the captured
+        tensor holds to the library's proxy thread, which fetches their
+        rows, in stream order (remote capture_spin_us: its busy poll); a bad
         id or a failed transfer leaves the output as it was and is raised
         by check_status().
 
