@@ -128,6 +128,17 @@
 //	// each g.Launch(s) fetches the rows of the ids idsDev holds then;
 //	// ctx.Status(s, K) reports a failed fetch.
 //
+// # Device copies between ranks
+//
+// CopyDevice2D enqueues a batch of two-dimensional device-to-device
+// copies (DeviceCopy: a reshard's Copy2D with its ranks' memory resolved)
+// in one cgo call, one completion for the batch; ExportIPC and OpenIPC
+// let a process address another process's device allocation on the same
+// host (CUDA IPC, peer access enabled lazily across devices), which is
+// how GPU ranks in processes of their own exchange a reshard's bytes.
+// (Issue 22: tested on one GPU with two processes, device 0 as both
+// ranks; several GPUs were not lent yet.)
+//
 // # Bad ids
 //
 // Ids live in device memory, so they are checked on the device: an id that

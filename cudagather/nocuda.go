@@ -163,3 +163,15 @@ func (hl *HostLookup) Proxied() bool { return false }
 
 // SetProxySpin returns ErrNotSupported.
 func (c *Context) SetProxySpin(d time.Duration) error { return ErrNotSupported }
+
+// CopyDevice2D returns ErrNotSupported.
+func (c *Context) CopyDevice2D(s Stream, cs []DeviceCopy) error { return ErrNotSupported }
+
+// ExportIPC returns ErrNotSupported.
+func (c *Context) ExportIPC(p DevPtr) (IPCHandle, error) { return IPCHandle{}, ErrNotSupported }
+
+// OpenIPC returns ErrNotSupported.
+func (c *Context) OpenIPC(h IPCHandle) (DevPtr, error) { return 0, ErrNotSupported }
+
+// CloseIPC returns ErrNotSupported.
+func (c *Context) CloseIPC(p DevPtr) error { return ErrNotSupported }
