@@ -136,8 +136,7 @@
 // let a process address another process's device allocation on the same
 // host (CUDA IPC, peer access enabled lazily across devices), which is
 // how GPU ranks in processes of their own exchange a reshard's bytes.
-// (Issue 22: tested on one GPU with two processes, device 0 as both
-// ranks; several GPUs were not lent yet.)
+// Its tests use one GPU and two processes, device 0 as both ranks.
 //
 // # Bad ids
 //
