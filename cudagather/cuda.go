@@ -196,13 +196,15 @@ const Supported = true
 // the CUDA runtime and frameworks in the process) with the gather module
 // loaded. Its methods are safe for concurrent use.
 type Context struct {
-	dev    cu.Device
-	ctx    C.CUcontext
-	sms    int
-	fns    map[string]C.CUfunction // by full name (base, _c8/_c64, _o, _checked)
-	occ    map[string]int          // resident 256-thread blocks per SM, by full name
-	status DevPtr                  // 8-byte status word
-	pool   C.CUmemoryPool          // ordering scratch (nil: ordered lookups run unordered)
+	dev cu.Device
+	ctx C.CUcontext
+	sms int
+	// maxPitch is the driver's largest pitch of a 2-D copy (CopyDevice2D).
+	maxPitch int64
+	fns      map[string]C.CUfunction // by full name (base, _c8/_c64, _o, _checked)
+	occ      map[string]int          // resident 256-thread blocks per SM, by full name
+	status   DevPtr                  // 8-byte status word
+	pool     C.CUmemoryPool          // ordering scratch (nil: ordered lookups run unordered)
 
 	worker chan func() // the locked OS thread that owns the context's lifetime
 
@@ -294,6 +296,11 @@ func (c *Context) setup(ordinal int) error {
 	if c.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
 		return cuErr("cuDeviceGetAttribute", err)
 	}
+	mp, err := dev.Attribute(cu.MaxPitch)
+	if err != nil {
+		return cuErr("cuDeviceGetAttribute", err)
+	}
+	c.maxPitch = int64(mp)
 	pctx, err := dev.RetainPrimaryCtx()
 	if err != nil {
 		return cuErr("cuDevicePrimaryCtxRetain", err)

@@ -167,17 +167,7 @@ func TestLookupMatchesCPU(t *testing.T) {
 							}
 						}
 						req := &Request{Tables: tabs, IDs: devBytes(t, idBytes(ids, id64)), IDs64: id64, T: T, K: K, Offsets: offsets}
-						switch layout {
-						case "token":
-							req.TokenMajor(R)
-						case "head":
-							req.HeadMajor(R)
-						default:
-							req.TokenMajor(R)
-							req.TStride += 40
-							req.Off = 24
-						}
-						size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
+						size := setLayout(req, layout, R)
 						poison := bytes.Repeat([]byte{0xA7}, int(size))
 						req.Out, req.OutBytes = devBytes(t, poison), size
 						wantOrdered(t, req, c.ordered)
@@ -207,6 +197,24 @@ func TestLookupMatchesCPU(t *testing.T) {
 			}
 		}
 	}
+}
+
+// setLayout gives req the output layout named ("token", "head", or
+// "padded": token-major with 40 bytes between tokens and 24 before the
+// first) for R-byte rows and returns the output's size, 16 bytes past
+// its last row.
+func setLayout(req *Request, layout string, R int) int64 {
+	switch layout {
+	case "token":
+		req.TokenMajor(R)
+	case "head":
+		req.HeadMajor(R)
+	default:
+		req.TokenMajor(R)
+		req.TStride += 40
+		req.Off = 24
+	}
+	return req.Off + int64(req.T-1)*req.TStride + int64(req.K-1)*req.KStride + int64(R) + 16
 }
 
 // orderCase is a lookup threshold (orderMinRows) and whether a test's
@@ -1056,17 +1064,7 @@ func TestFlatKernels(t *testing.T) {
 								}
 							}
 							req := &Request{Tables: slices.Repeat([]*Table{ta}, K), IDs: devBytes(t, idBytes(ids, id64)), IDs64: id64, T: T, K: K, Offsets: offsets}
-							switch layout {
-							case "token":
-								req.TokenMajor(R)
-							case "head":
-								req.HeadMajor(R)
-							default:
-								req.TokenMajor(R)
-								req.TStride += 40
-								req.Off = 24
-							}
-							size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
+							size := setLayout(req, layout, R)
 							poison := bytes.Repeat([]byte{0xA7}, int(size))
 							req.Out, req.OutBytes = devBytes(t, poison), size
 							var p plan
@@ -1224,17 +1222,7 @@ func TestStagedLookup(t *testing.T) {
 							ids[bad] = rows + int64(r.IntN(3))
 						}
 						req := &Request{Tables: tabs, IDs: devBytes(t, idBytes(ids, id64)), IDs64: id64, T: T, K: K, Offsets: offsets, Host: path}
-						switch layout {
-						case "token":
-							req.TokenMajor(R)
-						case "head":
-							req.HeadMajor(R)
-						default:
-							req.TokenMajor(R)
-							req.TStride += 40
-							req.Off = 24
-						}
-						size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
+						size := setLayout(req, layout, R)
 						poison := bytes.Repeat([]byte{0xA7}, int(size))
 						req.Out, req.OutBytes = devBytes(t, poison), size
 						if err := testCtx.Lookup(s, req); err != nil {

@@ -70,12 +70,6 @@ static CUresult sk_ipc_close(CUcontext ctx, CUdeviceptr p) {
 	if (r != CUDA_SUCCESS) return r;
 	return cuIpcCloseMemHandle(p);
 }
-
-static int sk_max_pitch(CUdevice d) {
-	int v = 0;
-	if (cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_PITCH, d) != CUDA_SUCCESS) return 0;
-	return v;
-}
 */
 import "C"
 
@@ -108,11 +102,10 @@ func (c *Context) CopyDevice2D(s Stream, cs []DeviceCopy) error {
 	if len(cs) == 0 {
 		return nil
 	}
-	maxPitch := int64(C.sk_max_pitch(C.CUdevice(c.dev)))
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return driverErr("cuMemcpy2DAsync (device to device)",
-		C.sk_copy_device(c.ctx, (*C.sk_dcopy)(unsafe.Pointer(&cs[0])), C.size_t(len(cs)), cstream(s), C.int64_t(maxPitch)))
+		C.sk_copy_device(c.ctx, (*C.sk_dcopy)(unsafe.Pointer(&cs[0])), C.size_t(len(cs)), cstream(s), C.int64_t(c.maxPitch)))
 }
 
 // ExportIPC returns the IPC handle of the device allocation at p (from

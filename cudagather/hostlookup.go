@@ -217,6 +217,11 @@ type HostLookup struct {
 	broken error
 }
 
+// hostMailbox is the bytes at the start of a host lookup's pinned block
+// that hold its request and done words (a cache line each, 256-aligned
+// for the ids after them).
+const hostMailbox = 256
+
 // hostLookups maps handles to open host lookups: the host function gets
 // a handle, never a Go pointer.
 var (
@@ -249,8 +254,7 @@ func (c *Context) NewHostLookup(cfg HostLookupConfig) (*HostLookup, error) {
 	align := func(v int64) int64 { return (v + 255) &^ 255 }
 	// The host block: the mailbox (request and done words, a cache line
 	// each), the ids, the indices, the staging unless the caller's.
-	const box = 256
-	idsAt := int64(box)
+	idsAt := int64(hostMailbox)
 	idxAt := idsAt + align(n*idBytes)
 	rowsAt := idxAt + align(n*4)
 	hostBytes := rowsAt
@@ -343,7 +347,7 @@ func (hl *HostLookup) Enqueue(s Stream, ids, out DevPtr, outBytes, off, tStride,
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	idsHost := unsafe.Pointer(&hl.host[256])
+	idsHost := unsafe.Pointer(&hl.host[hostMailbox])
 	if hl.proxied {
 		r := C.sk_hp_enqueue(c.ctx, cstream(s), idsHost, C.CUdeviceptr(ids), C.size_t(hl.n*hl.idBytes),
 			C.CUdeviceptr(hl.reqDev), C.CUdeviceptr(hl.ackDev),
@@ -416,18 +420,19 @@ func (hl *HostLookup) run() {
 		return
 	}
 	if hl.ids64 {
-		for i, id := range hl.ids64v {
-			hl.idx[i] = int32(i)
-			if id == -1 {
-				hl.idx[i] = -1
-			}
-		}
-		return
+		stagedIndices(hl.idx, hl.ids64v)
+	} else {
+		stagedIndices(hl.idx, hl.ids32)
 	}
-	for i, id := range hl.ids32 {
-		hl.idx[i] = int32(i)
+}
+
+// stagedIndices sets idx[i] to i, the staged row of id i, or to -1 where
+// the id is -1 (its row was not fetched and is left untouched).
+func stagedIndices[T int32 | int64](idx []int32, ids []T) {
+	for i, id := range ids {
+		idx[i] = int32(i)
 		if id == -1 {
-			hl.idx[i] = -1
+			idx[i] = -1
 		}
 	}
 }

@@ -130,17 +130,7 @@ func testHostLookup(t *testing.T, hc *Context, proxied bool) {
 				t.Fatalf("Proxied() = %v, want %v", hl.Proxied(), proxied)
 			}
 			req := &Request{T: T, K: K}
-			switch layout {
-			case "token":
-				req.TokenMajor(R)
-			case "head":
-				req.HeadMajor(R)
-			default:
-				req.TokenMajor(R)
-				req.TStride += 40
-				req.Off = 24
-			}
-			size := req.Off + int64(T-1)*req.TStride + int64(K-1)*req.KStride + int64(R) + 16
+			size := setLayout(req, layout, R)
 			poison := bytes.Repeat([]byte{0xA7}, int(size))
 			out := devBytes(t, poison)
 			w := 4

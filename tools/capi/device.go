@@ -484,11 +484,6 @@ type capturedLookup struct {
 // and device memory until the attachment is released).
 const maxCaptured = 4096
 
-// captureTimeout bounds each replay's fetch of a captured remote lookup:
-// past it the replay's rows stay as they were and sk_cuda_status reports
-// the timeout.
-const captureTimeout = cudagather.DefaultHostLookupTimeout
-
 // captureRemote records a remote store's lookup into the graph being
 // captured on s, as a cudagather host lookup: at each replay the stream
 // copies the ids to pinned host memory and hands them to the context's
@@ -536,7 +531,7 @@ func (pl *preparedDeviceLookup) captureRemote(s cudagather.Stream) error {
 		return st.LookupContext(ctx, names, ids, engram.TokenMajor(rows, t, k, rowBytes), opts)
 	}
 	hl, err := d.ctx.NewHostLookup(cudagather.HostLookupConfig{T: t, K: k, RowBytes: rowBytes, IDs64: a.idBits == 64,
-		Rows: buf.Bytes(), Fetch: fetch, Timeout: captureTimeout})
+		Rows: buf.Bytes(), Fetch: fetch}) // each fetch bounded by cudagather.DefaultHostLookupTimeout (10 s)
 	if err != nil {
 		buf.Release()
 		return err
