@@ -55,7 +55,8 @@ func TestGatherWriteStagingBound(t *testing.T) {
 
 // TestGatherStagedFragmentedDestination: a READ whose destination is as
 // fragmented as its source (shuffled slots with gaps; for rows, one row a
-// token with padding between tokens, some ids -1) gathers through the
+// token with padding between tokens, or two a token with 64-bit ids;
+// some ids -1) gathers through the
 // engine's staging, a call per chunk (a rows chunk sent as its carrying
 // ids in the rows form): the owner answers each inline (the chunk's bytes
 // in the reply; chunks no larger than the inline limit) or, with inline
@@ -86,8 +87,15 @@ func testGatherStaged(t *testing.T, be backend, inlineMax int64) {
 	for i := range 8 {
 		n := 2000 + r.IntN(5000) // above the inline reply's 256 KiB: staged, not inline
 		p := fragmentedPlan(r, tableBytes, n, 200, 56)
-		if i%2 == 1 {
+		switch i % 4 {
+		case 1:
 			p = stridedPlan(r, tableBytes, n, 1, 200, 56)
+		case 3: // two columns, 64-bit ids
+			p = stridedPlan(r, tableBytes, n/2, 2, 200, 56)
+			for _, id := range p.Rows.IDs32 {
+				p.Rows.IDs64 = append(p.Rows.IDs64, int64(id))
+			}
+			p.Rows.IDs32 = nil
 		}
 		for _, mode := range []engine.Mode{engine.ModeGather, engine.ModeAuto} {
 			inlined := f.svc.Stats().Inline

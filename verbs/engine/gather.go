@@ -45,17 +45,18 @@ func (op *Operation) prepareGather() {
 		}
 	} else if op.g.staged {
 		// Per-chunk commands are built at launch: a rows plan's from its
-		// ids, a ranges plan's from its spans; the replies are scattered
-		// by its destination runs.
+		// ids (and its replies scattered by its layout), a ranges plan's
+		// from its spans (and its replies scattered by its destination
+		// runs).
 		if op.sop.Plan.Form == planfmt.FormRanges {
 			op.g.spans = op.appendSpans(op.g.spans[:0])
+			runs := op.g.runs[:0]
+			op.norm.ForEachRun(func(dst, stream, n uint64) bool {
+				runs = append(runs, planfmt.Run{Dst: dst, Stream: stream, Len: n})
+				return true
+			})
+			op.g.runs = runs
 		}
-		runs := op.g.runs[:0]
-		op.norm.ForEachRun(func(dst, stream, n uint64) bool {
-			runs = append(runs, planfmt.Run{Dst: dst, Stream: stream, Len: n})
-			return true
-		})
-		op.g.runs = runs
 	} else if op.sop.Dir == verbs.OpRead {
 		op.g.cmd = planfmt.Command{
 			OpID: op.id, Dir: planfmt.Read,
@@ -312,7 +313,9 @@ type chunkSlot struct {
 	scatter   time.Duration   // staged READ: its scatter
 	inline    bool            // staged READ: its call asked for an inline reply
 	ranges    []planfmt.Range // the command's ranges, built in place
-	ids32     []int32         // staged READ of rows: the chunk's carrying ids, built in place
+	lo, hi    int             // staged READ of rows: the chunk's ids are the plan's [lo, hi), -1 ids skipped
+	c         planfmt.Command // staged READ: the chunk's command, encoded on its goroutine
+	ids32     []int32         // staged READ of rows with -1 ids: the chunk's carrying ids, built in place
 	ids64     []int64
 	cmd, resp []byte
 	st        gatherwire.Stats
@@ -526,9 +529,15 @@ func appendChunkRanges(rs []planfmt.Range, spans []planfmt.Range, si *int, off *
 // the owner to WRITE fragment by fragment: chunk by chunk, the owner packs
 // the chunk's sources and WRITEs them as one run into a lease of C bytes
 // of the engine's staging (a command per chunk, up to P in flight), and
-// the engine scatters each landed chunk into its destination runs (in the
+// the engine scatters each landed chunk into its destination (in the
 // chunk's own goroutine, so chunks scatter in parallel). The staging held
 // is at most P leases of C, as for a WRITE gather.
+//
+// The issuing loop only cuts the next chunk (a rows plan's id range, a
+// ranges plan's source pieces) and leases its staging; the chunk's
+// command is encoded, and a rows chunk's ids gathered, on the chunk's own
+// goroutine, so the first P commands leave at once instead of one
+// encoding after another.
 func (op *Operation) gatherStaged() (error, Fallback) {
 	stg := op.e.cfg.Staging
 	pool, key := stg.Pool(), stg.Region().Key()
@@ -537,10 +546,15 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 	spans, runs := op.g.spans, op.g.runs
 	plan := op.sop.Plan
 	isRows := plan.Form == planfmt.FormRows
+	skips := op.geom.Skipped > 0
+	var per int // rows: the carrying ids a chunk holds
+	if isRows {
+		per = int(max(uint64(chunk)/plan.Rows.RowSize, 1))
+	}
 	var si int      // the span the next chunk starts in
 	var sOff uint64 // bytes of it already in earlier chunks
 	var next int    // rows: the next chunk's first id
-	var ri int      // the first run the next chunk touches
+	var ri int      // ranges: the first run the next chunk touches
 	var stream uint64
 	inChunk := func(_ *planfmt.Range, _, got uint64) uint64 { return got } // landing contiguously in the lease
 	fill := func(w *chunkSlot) (bool, error, Fallback) {
@@ -553,46 +567,38 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 		}
 		w.lease = lease
 		n := min(uint64(chunk), total-stream)
-		if isRows {
-			// The chunk's carrying ids, as many whole rows as it holds:
-			// sent in the rows form (4 bytes or fewer an id, decoded and
-			// packed as rows), contiguous from the lease's start, so the
-			// chunk lands densely, in stream order.
-			per := int(max(uint64(chunk)/plan.Rows.RowSize, 1))
-			if len(plan.Rows.IDs32) != 0 {
-				w.ids32, next = appendLiveIDs(w.ids32[:0], plan.Rows.IDs32, next, per)
-				n = uint64(len(w.ids32)) * plan.Rows.RowSize
-			} else {
-				w.ids64, next = appendLiveIDs(w.ids64[:0], plan.Rows.IDs64, next, per)
-				n = uint64(len(w.ids64)) * plan.Rows.RowSize
-			}
-		}
-		w.n, w.at = int(n), stream
 		var sub planfmt.Plan
 		if isRows {
-			sub = planfmt.Plan{Form: planfmt.FormRows, SrcExtent: plan.SrcExtent, DstExtent: n,
-				Rows: planfmt.Rows{RowSize: plan.Rows.RowSize, TableRows: plan.Rows.TableRows, SrcBase: plan.Rows.SrcBase,
-					IDs32: w.ids32, IDs64: w.ids64}}
+			// As many whole rows as the chunk holds, sent in the rows form
+			// (4 bytes or fewer an id, decoded and packed as rows) and
+			// landing densely from the lease's start, in stream order:
+			// the ids [lo, hi) of the plan, those of them not -1.
+			w.lo = next
 			if len(plan.Rows.IDs32) != 0 {
-				sub.Rows.IDs64 = nil
+				w.hi, n = liveSpan(plan.Rows.IDs32, next, per, skips)
 			} else {
-				sub.Rows.IDs32 = nil
+				w.hi, n = liveSpan(plan.Rows.IDs64, next, per, skips)
 			}
+			next = w.hi
+			n *= plan.Rows.RowSize
+			sub = planfmt.Plan{Form: planfmt.FormRows, SrcExtent: plan.SrcExtent, DstExtent: n,
+				Rows: planfmt.Rows{RowSize: plan.Rows.RowSize, TableRows: plan.Rows.TableRows, SrcBase: plan.Rows.SrcBase}}
 		} else {
 			w.ranges = appendChunkRanges(w.ranges[:0], spans, &si, &sOff, n, inChunk)
 			sub = planfmt.Plan{Form: planfmt.FormRanges, SrcExtent: plan.SrcExtent, DstExtent: n, Ranges: w.ranges}
+			// Its destination runs: from the first touching [stream, stream+n).
+			for ri < len(runs) && runs[ri].Stream+runs[ri].Len <= stream {
+				ri++
+			}
+			rj := ri
+			for rj < len(runs) && runs[rj].Stream < stream+n {
+				rj++
+			}
+			w.runs = runs[ri:rj]
 		}
-		// Its destination runs: from the first touching [stream, stream+n).
-		for ri < len(runs) && runs[ri].Stream+runs[ri].Len <= stream {
-			ri++
-		}
-		rj := ri
-		for rj < len(runs) && runs[rj].Stream < stream+n {
-			rj++
-		}
-		w.runs = runs[ri:rj]
+		w.n, w.at = int(n), stream
 		stream += n
-		cmd := planfmt.Command{
+		w.c = planfmt.Command{
 			OpID: op.id, Dir: planfmt.Read,
 			Src:   planfmt.Window{Key: uint64(op.sop.Remote.Key), Off: op.sop.RemoteOff, Len: op.sop.Plan.SrcExtent},
 			Dst:   planfmt.Window{Key: uint64(key), Off: uint64(lease.Offset()), Len: n},
@@ -600,10 +606,9 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 			Plan: sub,
 		}
 		if w.inline = int64(n) <= op.g.stagedInline; w.inline {
-			cmd.Flags |= planfmt.FlagInlineReply
+			w.c.Flags |= planfmt.FlagInlineReply
 		}
-		w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &cmd)
-		return err == nil, err, FallbackAborted
+		return true, nil, FallbackNone
 	}
 	err, fb := op.runChunks(verbs.OpRead, "staged READ", fill, op.stagedCall)
 	op.mu.Lock()
@@ -612,12 +617,34 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 	return err, fb
 }
 
-// stagedCall sends one staged chunk's command and, once the chunk has
-// landed (in its lease, or inside the reply when it asked for that),
-// scatters it into its destination runs.
+// liveSpan returns the end hi of the chunk of ids that starts at next and
+// holds per carrying ids (fewer at the plan's end), and how many it holds;
+// without -1 ids (skips false) that is per ids, counted without a look.
+func liveSpan[T int32 | int64](ids []T, next, per int, skips bool) (int, uint64) {
+	if !skips {
+		hi := min(next+per, len(ids))
+		return hi, uint64(hi - next)
+	}
+	live := 0
+	for next < len(ids) && live < per {
+		if ids[next] != -1 {
+			live++
+		}
+		next++
+	}
+	return next, uint64(live)
+}
+
+// stagedCall encodes one staged chunk's command (a rows chunk's ids
+// gathered first: the plan's own slice when it has no -1 ids), sends it
+// and, once the chunk has landed (in its lease, or inside the reply when
+// it asked for that), scatters it into its destination.
 func (op *Operation) stagedCall(w *chunkSlot) {
 	w.st, w.scatter = gatherwire.Stats{}, 0
-	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
+	w.err = op.encodeStaged(w)
+	if w.err == nil {
+		w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
+	}
 	if w.err == nil && w.st.Inline && (!w.inline || len(w.resp) != gatherwire.ReplySize+w.n) {
 		w.err = &WireError{Message: "reply", Field: "flags",
 			Reason: fmt.Sprintf("inline payload of %d bytes for a staged chunk of %d (inline asked: %v)", len(w.resp)-gatherwire.ReplySize, w.n, w.inline)}
@@ -629,13 +656,46 @@ func (op *Operation) stagedCall(w *chunkSlot) {
 		if w.st.Inline {
 			buf = w.resp[gatherwire.ReplySize:]
 		}
-		rc := packstream.RunCursor{Runs: w.runs}
-		rc.Each(w.at, w.at+uint64(w.n), func(dst, at, l uint64) {
-			copy(local[dst:dst+l], buf[at-w.at:at-w.at+l])
-		})
+		if rows := &op.sop.Plan.Rows; op.sop.Plan.Form == planfmt.FormRows {
+			if len(rows.IDs32) != 0 {
+				packstream.ScatterRows(local, buf, rows, rows.IDs32, w.lo, w.hi)
+			} else {
+				packstream.ScatterRows(local, buf, rows, rows.IDs64, w.lo, w.hi)
+			}
+		} else {
+			rc := packstream.RunCursor{Runs: w.runs}
+			rc.Each(w.at, w.at+uint64(w.n), func(dst, at, l uint64) {
+				copy(local[dst:dst+l], buf[at-w.at:at-w.at+l])
+			})
+		}
 		w.scatter = time.Since(t)
 	}
 	op.g.wdone <- w
+}
+
+// encodeStaged encodes w's command (w.c, its rows chunk's ids set here)
+// into w.cmd.
+func (op *Operation) encodeStaged(w *chunkSlot) error {
+	if rows := &op.sop.Plan.Rows; op.sop.Plan.Form == planfmt.FormRows {
+		skips := op.geom.Skipped > 0
+		sub := &w.c.Plan.Rows
+		switch {
+		case len(rows.IDs32) != 0 && skips:
+			w.ids32, _ = appendLiveIDs(w.ids32[:0], rows.IDs32[:w.hi], w.lo, w.hi-w.lo)
+			sub.IDs32 = w.ids32
+		case len(rows.IDs32) != 0:
+			sub.IDs32 = rows.IDs32[w.lo:w.hi]
+		case skips:
+			w.ids64, _ = appendLiveIDs(w.ids64[:0], rows.IDs64[:w.hi], w.lo, w.hi-w.lo)
+			sub.IDs64 = w.ids64
+		default:
+			sub.IDs64 = rows.IDs64[w.lo:w.hi]
+		}
+	}
+	var err error
+	w.cmd, err = planfmt.AppendCommand(w.cmd[:0], &w.c)
+	w.c.Plan = planfmt.Plan{} // pins nothing of the caller's plan
+	return err
 }
 
 // gatherChunked runs a READ gather as one command per chunk with up to P

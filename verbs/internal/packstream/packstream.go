@@ -306,3 +306,36 @@ func NormParallel(w *pack.Workers) planfmt.Parallel {
 	}
 	return normParallel{w}
 }
+
+// ScatterRows copies chunk, the packed rows of the carrying ids (not -1)
+// of ids[lo:hi] in order, to their places in dst (the destination extent)
+// by r's layout, and returns the bytes of chunk it used. ids are r's ids
+// (IDs32 or IDs64, whole): a row's place follows from its index in them,
+// so no destination runs need be built first. r must have normalized
+// (planfmt.Normalize checked every place against the extent) and chunk
+// must hold the rows; like the pack loops, it checks nothing else.
+func ScatterRows[I pack.ID](dst, chunk []byte, r *planfmt.Rows, ids []I, lo, hi int) int {
+	rs := r.RowSize
+	// Index i lands at DstBase + (i/cols)*a + (i%cols)*b.
+	cols, a, b := uint64(max(len(ids), 1)), uint64(0), rs
+	if r.Layout.Kind == planfmt.LayoutStrided {
+		cols, a, b = r.Layout.Cols, r.Layout.RowStride, r.Layout.ColStride
+	}
+	c := uint64(lo) % cols
+	base := r.DstBase + uint64(lo)/cols*a
+	d := base + c*b
+	at := uint64(0)
+	for _, id := range ids[lo:hi] {
+		if id >= 0 {
+			copy(dst[d:d+rs], chunk[at:at+rs])
+			at += rs
+		}
+		if c++; c == cols {
+			c, base = 0, base+a
+			d = base
+		} else {
+			d += b
+		}
+	}
+	return int(at)
+}
