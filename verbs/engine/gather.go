@@ -321,26 +321,46 @@ type chunkSlot struct {
 	st        gatherwire.Stats
 	d         time.Duration
 	err       error
+	// scattering (the issuing loop's own): the call reported its inline
+	// reply, and its message that frees the slot is still to come.
+	scattering bool
+}
+
+// slotMsg is a call's message to the issuing loop: its reply is in
+// (landed: its lease is free, its scatter still running, a second message
+// follows), or it is done with the slot.
+type slotMsg struct {
+	w      *chunkSlot
+	landed bool
 }
 
 // runChunks is the loop of a gather sent as a command per chunk: while
-// a slot is free (P of them) and fill has a chunk to give, fill builds the
-// chunk's command into the slot (leasing staging when it needs it) and
-// call runs on a goroutine of its own; each reply comes back here, its
-// lease is released and its figures folded into the trace. A failure
+// fewer than P calls are in flight, a slot is free and fill has a chunk
+// to give, fill builds the chunk's command into the slot (leasing staging
+// when it needs it) and call runs on a goroutine of its own; each reply
+// comes back here, its lease is released and its figures folded into the
+// trace. A call whose chunk came inside its reply (a staged READ's
+// inline reply) reports it before it scatters the chunk: its lease is
+// released and the next call leaves then, while its slot (and the reply
+// it scatters from) stays busy until the second message, so up to 2P
+// slots are in use but never more than P calls, nor P leases. A failure
 // stops the issuing, the calls in flight are waited for (their leases may
 // be in use until then), and the first failure is returned. fill reports
 // whether it filled the slot (false: nothing is left, and it is not
 // called again). dir and what check and name the replies.
 func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot) (bool, error, Fallback), call func(w *chunkSlot)) (error, Fallback) {
 	chunk, slots := op.g.chunk, max(op.g.slots, 1)
-	for len(op.g.wslots) < slots {
+	objs := slots // slot objects: a staged READ's inline calls scatter beside P more calls
+	if op.g.staged && op.g.stagedInline > 0 {
+		objs = 2 * slots
+	}
+	for len(op.g.wslots) < objs {
 		op.g.wslots = append(op.g.wslots, &chunkSlot{})
 	}
-	if cap(op.g.wdone) < slots {
-		op.g.wdone = make(chan *chunkSlot, slots)
+	if cap(op.g.wdone) < 2*objs {
+		op.g.wdone = make(chan slotMsg, 2*objs) // a call's two messages never wait
 	}
-	free := append(op.g.wfree[:0], op.g.wslots[:slots]...)
+	free := append(op.g.wfree[:0], op.g.wslots[:objs]...)
 	var held, peak int64
 	var began, ended time.Time // the first call, the last reply: the Window
 	var first error
@@ -357,9 +377,9 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 			w.lease = bufferpool.Lease{}
 		}
 	}
-	inflight, exhausted := 0, false
+	inflight, scattering, exhausted := 0, 0, false
 	for {
-		if first == nil && !exhausted && len(free) > 0 {
+		if first == nil && !exhausted && len(free) > 0 && inflight < slots {
 			w := free[len(free)-1]
 			ok, err, fb := fill(w)
 			if w.lease != (bufferpool.Lease{}) {
@@ -387,16 +407,33 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 				continue
 			}
 		}
-		if inflight == 0 {
+		if inflight == 0 && scattering == 0 {
 			break
 		}
 		// The owner is done with the chunk (or gave up) when its call returns.
-		w := <-op.g.wdone
+		m := <-op.g.wdone
+		w := m.w
+		if !m.landed && w.scattering {
+			// The second message of a call whose reply came first.
+			w.scattering = false
+			scattering--
+			op.mu.Lock()
+			op.trace.Scatter += w.scatter
+			op.mu.Unlock()
+			w.runs = nil
+			free = append(free, w)
+			continue
+		}
 		inflight--
 		ended = time.Now()
 		release(w)
-		w.runs = nil
-		free = append(free, w)
+		if m.landed {
+			w.scattering = true // its second message frees the slot
+			scattering++
+		} else {
+			w.runs = nil
+			free = append(free, w)
+		}
 		switch {
 		case w.err != nil:
 			fail(w.err, classify(w.err))
@@ -406,7 +443,9 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 		default:
 			op.mu.Lock()
 			op.addOwnerStats(&w.st, w.d)
-			op.trace.Scatter += w.scatter
+			if !w.scattering {
+				op.trace.Scatter += w.scatter
+			}
 			op.mu.Unlock()
 			op.observeControl(&w.st, w.d, len(w.cmd))
 			if op.g.staged {
@@ -438,7 +477,7 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 func (op *Operation) chunkCall(w *chunkSlot) {
 	w.st, w.scatter = gatherwire.Stats{}, 0
 	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
-	op.g.wdone <- w
+	op.g.wdone <- slotMsg{w: w}
 }
 
 // gatherWrite stages the payload chunk by chunk, each chunk packed into a
@@ -650,12 +689,17 @@ func (op *Operation) stagedCall(w *chunkSlot) {
 			Reason: fmt.Sprintf("inline payload of %d bytes for a staged chunk of %d (inline asked: %v)", len(w.resp)-gatherwire.ReplySize, w.n, w.inline)}
 	}
 	if w.err == nil && w.st.Dir == verbs.OpRead && w.st.Payload == uint64(w.n) {
+		var buf []byte
+		if w.st.Inline {
+			// The chunk is in the reply: the lease is free now, and the
+			// next call can leave while this one scatters.
+			buf = w.resp[gatherwire.ReplySize:]
+			op.g.wdone <- slotMsg{w: w, landed: true}
+		} else {
+			buf = w.lease.Bytes()[:w.n]
+		}
 		t := time.Now()
 		local := op.sop.Local.Bytes()[op.sop.LocalOff:]
-		buf := w.lease.Bytes()[:w.n]
-		if w.st.Inline {
-			buf = w.resp[gatherwire.ReplySize:]
-		}
 		if rows := &op.sop.Plan.Rows; op.sop.Plan.Form == planfmt.FormRows {
 			if len(rows.IDs32) != 0 {
 				packstream.ScatterRows(local, buf, rows, rows.IDs32, w.lo, w.hi)
@@ -670,7 +714,7 @@ func (op *Operation) stagedCall(w *chunkSlot) {
 		}
 		w.scatter = time.Since(t)
 	}
-	op.g.wdone <- w
+	op.g.wdone <- slotMsg{w: w}
 }
 
 // encodeStaged encodes w's command (w.c, its rows chunk's ids set here)
