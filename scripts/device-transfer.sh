@@ -6,7 +6,8 @@
 #   bash scripts/device-compare.sh build BASE      # here: .device/scatterbench-{before,head}
 #   bash scripts/device-transfer.sh [ROUNDS] [NAME=FLAGS ...]  # there, with .device carried
 #
-# Each NAME=FLAGS adds a variant: head's binary with extra scatterbench
+# Each NAME=FLAGS adds a variant: head's binary (or .device/scatterbench-NAME,
+# another build carried beside them, where it exists) with extra scatterbench
 # flags (e.g. `chunked=-chunked-read`). HEAD_FLAGS adds flags to head's
 # own runs.
 #
@@ -33,6 +34,10 @@ cases=(
 	"frag-dst|-frags 49152 -frag-size 200 -src random -dst fragmented"
 	"write-gather|-frags 32768 -frag-size 264 -dir write"
 )
+# CASES (NAME|FLAGS entries separated by ';') and MODES replace the cases
+# and modes above, for a narrower comparison.
+if [ -n "${CASES:-}" ]; then IFS=';' read -r -a cases <<<"$CASES"; fi
+modes=${MODES:-direct,gather,hybrid,adaptive}
 echo "host: $(nproc) cores; variants ${variants[*]} ($(cat .device/before.rev 2>/dev/null || echo -) -> $(cat .device/head.rev 2>/dev/null || echo -)); $rounds rounds"
 for v in "${variants[@]}"; do : >"$out/$v.jsonl"; done
 for r in $(seq "$rounds"); do
@@ -42,7 +47,7 @@ for r in $(seq "$rounds"); do
 		for c in "${cases[@]}"; do
 			name=${c%%|*}
 			# shellcheck disable=SC2086 # flags are words
-			timeout -k 5 200 ".device/scatterbench-${bins[$v]}" ${c#*|} ${flags[$v]} -mode direct,gather,hybrid,adaptive -transport tcp -reps 20 -quiet -json "$out/$v.$r.$name.jsonl" \
+			timeout -k 5 200 ".device/scatterbench-${bins[$v]}" ${c#*|} ${flags[$v]} -mode "$modes" -transport tcp -reps 20 -quiet -json "$out/$v.$r.$name.jsonl" \
 				>/dev/null 2>"$out/$v.$r.$name.err" || { echo "round $r $v $name: exit $? (see $v.$r.$name.err)"; keep=1; }
 			sed "s/\"workload\":\"custom\"/\"workload\":\"$name\"/; s/\"for\":\"custom\"/\"for\":\"$name\"/" \
 				"$out/$v.$r.$name.jsonl" >>"$out/$v.jsonl"

@@ -5,8 +5,10 @@
 #   round_order R                              # sets order for round R
 #
 # variants holds before (when .device/scatterbench-before exists) and head,
-# then each NAME; bins maps a variant to its binary (NAME variants run
-# head's), flags to its extra scatterbench flags. Odd rounds run the
+# then each NAME; bins maps a variant to its binary (a NAME variant runs
+# .device/scatterbench-NAME where that exists, a build of another commit
+# carried beside the two, else head's), flags to its extra scatterbench
+# flags. Odd rounds run the
 # variants in order, even rounds in reverse, so a drift of the machine over
 # a round (or the cost of going first) does not favour one variant.
 
@@ -19,6 +21,7 @@ variants_init() {
 	for v in "$@"; do
 		variants+=("${v%%=*}")
 		bins[${v%%=*}]=head
+		[ -x ".device/scatterbench-${v%%=*}" ] && bins[${v%%=*}]=${v%%=*}
 		flags[${v%%=*}]=${v#*=}
 	done
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
@@ -576,7 +577,9 @@ func appendChunkRanges(rs []planfmt.Range, spans []planfmt.Range, si *int, off *
 // ranges plan's source pieces) and leases its staging; the chunk's
 // command is encoded, and a rows chunk's ids gathered, on the chunk's own
 // goroutine, so the first P commands leave at once instead of one
-// encoding after another.
+// encoding after another. The first chunks ramp up to C (stagedRamp):
+// the link and this side's scatter start once a small chunk is packed,
+// while the owner packs the larger ones behind it.
 func (op *Operation) gatherStaged() (error, Fallback) {
 	stg := op.e.cfg.Staging
 	pool, key := stg.Pool(), stg.Region().Key()
@@ -586,10 +589,12 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 	plan := op.sop.Plan
 	isRows := plan.Form == planfmt.FormRows
 	skips := op.geom.Skipped > 0
-	var per int // rows: the carrying ids a chunk holds
+	var row int64 // rows: a chunk holds whole rows
 	if isRows {
-		per = int(max(uint64(chunk)/plan.Rows.RowSize, 1))
+		row = int64(plan.Rows.RowSize)
 	}
+	ramp, ramped := stagedRamp(chunk, op.g.slots, int64(pool.Stats().MinSlot), row)
+	sizes := ramp[:ramped]
 	var si int      // the span the next chunk starts in
 	var sOff uint64 // bytes of it already in earlier chunks
 	var next int    // rows: the next chunk's first id
@@ -600,14 +605,19 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 		if stream >= total {
 			return false, nil, FallbackNone
 		}
-		lease, err := pool.AcquireTimeout(int(chunk), op.e.cfg.StagingTimeout)
+		size := chunk
+		if len(sizes) > 0 {
+			size, sizes = sizes[0], sizes[1:]
+		}
+		lease, err := pool.AcquireTimeout(int(size), op.e.cfg.StagingTimeout)
 		if err != nil {
 			return false, fmt.Errorf("verbs: staging for a staged read: %w", err), FallbackExhausted
 		}
 		w.lease = lease
-		n := min(uint64(chunk), total-stream)
+		n := min(uint64(size), total-stream)
 		var sub planfmt.Plan
 		if isRows {
+			per := int(max(uint64(size)/plan.Rows.RowSize, 1))
 			// As many whole rows as the chunk holds, sent in the rows form
 			// (4 bytes or fewer an id, decoded and packed as rows) and
 			// landing densely from the lease's start, in stream order:
@@ -655,6 +665,25 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 	op.mu.Unlock()
 	return err, fb
 }
+
+// stagedRamp returns the sizes of a staged READ's first chunks, before
+// those of C: C/2^k up to C/2 (at least the pool's smallest lease and a
+// row), with k = log2(P)-1 and at most 2, so that the first chunks'
+// packing, not a whole C's, stands between the start and the first bytes
+// on the link, with the chunks behind them packed meanwhile. One slot
+// (P 1) has nothing to overlap and takes none: every call is whole.
+func stagedRamp(chunk int64, slots int, minLease, row int64) (sizes [maxRamp]int64, n int) {
+	for k := min(bits.Len(uint(max(slots, 1)))-2, maxRamp); k > 0; k-- {
+		if s := chunk >> k; s >= minLease && s >= row {
+			sizes[n] = s
+			n++
+		}
+	}
+	return sizes, n
+}
+
+// maxRamp is the most chunks of a staged READ's ramp.
+const maxRamp = 2
 
 // liveSpan returns the end hi of the chunk of ids that starts at next and
 // holds per carrying ids (fewer at the plan's end), and how many it holds;
