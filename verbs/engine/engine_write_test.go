@@ -116,27 +116,11 @@ func testGatherStaged(t *testing.T, be backend, inlineMax int64) {
 				}
 				pc := res.Trace.ChunkBytes * int64(res.Trace.Slots)
 				require.LessOrEqual(t, res.Trace.StagingPeak, pc, "op %d", i)
-				// Its chunks: with 4 slots or more, first C/2 (8 or
-				// more: C/4, then C/2) where such a lease exists
-				// and holds a row, then C's; a rows chunk holds
-				// whole rows.
-				whole := func(c uint64) uint64 {
-					if p.Form == planfmt.FormRows {
-						c -= c % p.Rows.RowSize
-					}
-					return c
+				c := uint64(res.Trace.ChunkBytes)
+				if p.Form == planfmt.FormRows {
+					c -= c % p.Rows.RowSize // a rows chunk holds whole rows
 				}
-				left, waves := uint64(res.Bytes), uint64(0)
-				for k := 2; k > 0; k-- {
-					c := uint64(res.Trace.ChunkBytes) >> k
-					if res.Trace.Slots >= 2<<k && c >= uint64(f.reqStaging.Pool().Stats().MinSlot) && whole(c) > 0 && left > 0 {
-						left -= min(left, whole(c))
-						waves++
-					}
-				}
-				c := whole(uint64(res.Trace.ChunkBytes))
-				waves += (left + c - 1) / c
-				require.Equal(t, waves, uint64(res.Trace.Waves), "op %d: %d bytes, C %d, P %d", i, res.Bytes, res.Trace.ChunkBytes, res.Trace.Slots)
+				require.Equal(t, (uint64(res.Bytes)+c-1)/c, uint64(res.Trace.Waves))
 				bound = max(bound, pc)
 				// Shaped by the staged model: its calls in
 				// flight and its chunk (rounded down to a power

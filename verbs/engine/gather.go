@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"time"
 
 	"github.com/scatterkit/scatterkit/bufferpool"
@@ -322,46 +321,26 @@ type chunkSlot struct {
 	st        gatherwire.Stats
 	d         time.Duration
 	err       error
-	// scattering (the issuing loop's own): the call reported its inline
-	// reply, and its message that frees the slot is still to come.
-	scattering bool
-}
-
-// slotMsg is a call's message to the issuing loop: its reply is in
-// (landed: its lease is free, its scatter still running, a second message
-// follows), or it is done with the slot.
-type slotMsg struct {
-	w      *chunkSlot
-	landed bool
 }
 
 // runChunks is the loop of a gather sent as a command per chunk: while
-// fewer than P calls are in flight, a slot is free and fill has a chunk
-// to give, fill builds the chunk's command into the slot (leasing staging
-// when it needs it) and call runs on a goroutine of its own; each reply
-// comes back here, its lease is released and its figures folded into the
-// trace. A call whose chunk came inside its reply (a staged READ's
-// inline reply) reports it before it scatters the chunk: its lease is
-// released and the next call leaves then, while its slot (and the reply
-// it scatters from) stays busy until the second message, so up to 2P
-// slots are in use but never more than P calls, nor P leases. A failure
+// a slot is free (P of them) and fill has a chunk to give, fill builds the
+// chunk's command into the slot (leasing staging when it needs it) and
+// call runs on a goroutine of its own; each reply comes back here, its
+// lease is released and its figures folded into the trace. A failure
 // stops the issuing, the calls in flight are waited for (their leases may
 // be in use until then), and the first failure is returned. fill reports
 // whether it filled the slot (false: nothing is left, and it is not
 // called again). dir and what check and name the replies.
 func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot) (bool, error, Fallback), call func(w *chunkSlot)) (error, Fallback) {
 	chunk, slots := op.g.chunk, max(op.g.slots, 1)
-	objs := slots // slot objects: a staged READ's inline calls scatter beside P more calls
-	if op.g.staged && op.g.stagedInline > 0 {
-		objs = 2 * slots
-	}
-	for len(op.g.wslots) < objs {
+	for len(op.g.wslots) < slots {
 		op.g.wslots = append(op.g.wslots, &chunkSlot{})
 	}
-	if cap(op.g.wdone) < 2*objs {
-		op.g.wdone = make(chan slotMsg, 2*objs) // a call's two messages never wait
+	if cap(op.g.wdone) < slots {
+		op.g.wdone = make(chan *chunkSlot, slots)
 	}
-	free := append(op.g.wfree[:0], op.g.wslots[:objs]...)
+	free := append(op.g.wfree[:0], op.g.wslots[:slots]...)
 	var held, peak int64
 	var began, ended time.Time // the first call, the last reply: the Window
 	var first error
@@ -378,9 +357,9 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 			w.lease = bufferpool.Lease{}
 		}
 	}
-	inflight, scattering, exhausted := 0, 0, false
+	inflight, exhausted := 0, false
 	for {
-		if first == nil && !exhausted && len(free) > 0 && inflight < slots {
+		if first == nil && !exhausted && len(free) > 0 {
 			w := free[len(free)-1]
 			ok, err, fb := fill(w)
 			if w.lease != (bufferpool.Lease{}) {
@@ -408,33 +387,16 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 				continue
 			}
 		}
-		if inflight == 0 && scattering == 0 {
+		if inflight == 0 {
 			break
 		}
 		// The owner is done with the chunk (or gave up) when its call returns.
-		m := <-op.g.wdone
-		w := m.w
-		if !m.landed && w.scattering {
-			// The second message of a call whose reply came first.
-			w.scattering = false
-			scattering--
-			op.mu.Lock()
-			op.trace.Scatter += w.scatter
-			op.mu.Unlock()
-			w.runs = nil
-			free = append(free, w)
-			continue
-		}
+		w := <-op.g.wdone
 		inflight--
 		ended = time.Now()
 		release(w)
-		if m.landed {
-			w.scattering = true // its second message frees the slot
-			scattering++
-		} else {
-			w.runs = nil
-			free = append(free, w)
-		}
+		w.runs = nil
+		free = append(free, w)
 		switch {
 		case w.err != nil:
 			fail(w.err, classify(w.err))
@@ -444,9 +406,7 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 		default:
 			op.mu.Lock()
 			op.addOwnerStats(&w.st, w.d)
-			if !w.scattering {
-				op.trace.Scatter += w.scatter
-			}
+			op.trace.Scatter += w.scatter
 			op.mu.Unlock()
 			op.observeControl(&w.st, w.d, len(w.cmd))
 			if op.g.staged {
@@ -478,7 +438,7 @@ func (op *Operation) runChunks(dir verbs.Op, what string, fill func(w *chunkSlot
 func (op *Operation) chunkCall(w *chunkSlot) {
 	w.st, w.scatter = gatherwire.Stats{}, 0
 	w.d, w.resp, w.err = op.callBuf(w.cmd, w.resp, &w.st)
-	op.g.wdone <- slotMsg{w: w}
+	op.g.wdone <- w
 }
 
 // gatherWrite stages the payload chunk by chunk, each chunk packed into a
@@ -577,9 +537,7 @@ func appendChunkRanges(rs []planfmt.Range, spans []planfmt.Range, si *int, off *
 // ranges plan's source pieces) and leases its staging; the chunk's
 // command is encoded, and a rows chunk's ids gathered, on the chunk's own
 // goroutine, so the first P commands leave at once instead of one
-// encoding after another. The first chunks ramp up to C (stagedRamp):
-// the link and this side's scatter start once a small chunk is packed,
-// while the owner packs the larger ones behind it.
+// encoding after another.
 func (op *Operation) gatherStaged() (error, Fallback) {
 	stg := op.e.cfg.Staging
 	pool, key := stg.Pool(), stg.Region().Key()
@@ -589,12 +547,10 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 	plan := op.sop.Plan
 	isRows := plan.Form == planfmt.FormRows
 	skips := op.geom.Skipped > 0
-	var row int64 // rows: a chunk holds whole rows
+	var per int // rows: the carrying ids a chunk holds
 	if isRows {
-		row = int64(plan.Rows.RowSize)
+		per = int(max(uint64(chunk)/plan.Rows.RowSize, 1))
 	}
-	ramp, ramped := stagedRamp(chunk, op.g.slots, int64(pool.Stats().MinSlot), row)
-	sizes := ramp[:ramped]
 	var si int      // the span the next chunk starts in
 	var sOff uint64 // bytes of it already in earlier chunks
 	var next int    // rows: the next chunk's first id
@@ -605,19 +561,14 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 		if stream >= total {
 			return false, nil, FallbackNone
 		}
-		size := chunk
-		if len(sizes) > 0 {
-			size, sizes = sizes[0], sizes[1:]
-		}
-		lease, err := pool.AcquireTimeout(int(size), op.e.cfg.StagingTimeout)
+		lease, err := pool.AcquireTimeout(int(chunk), op.e.cfg.StagingTimeout)
 		if err != nil {
 			return false, fmt.Errorf("verbs: staging for a staged read: %w", err), FallbackExhausted
 		}
 		w.lease = lease
-		n := min(uint64(size), total-stream)
+		n := min(uint64(chunk), total-stream)
 		var sub planfmt.Plan
 		if isRows {
-			per := int(max(uint64(size)/plan.Rows.RowSize, 1))
 			// As many whole rows as the chunk holds, sent in the rows form
 			// (4 bytes or fewer an id, decoded and packed as rows) and
 			// landing densely from the lease's start, in stream order:
@@ -666,25 +617,6 @@ func (op *Operation) gatherStaged() (error, Fallback) {
 	return err, fb
 }
 
-// stagedRamp returns the sizes of a staged READ's first chunks, before
-// those of C: C/2^k up to C/2 (at least the pool's smallest lease and a
-// row), with k = log2(P)-1 and at most 2, so that the first chunks'
-// packing, not a whole C's, stands between the start and the first bytes
-// on the link, with the chunks behind them packed meanwhile. One slot
-// (P 1) has nothing to overlap and takes none: every call is whole.
-func stagedRamp(chunk int64, slots int, minLease, row int64) (sizes [maxRamp]int64, n int) {
-	for k := min(bits.Len(uint(max(slots, 1)))-2, maxRamp); k > 0; k-- {
-		if s := chunk >> k; s >= minLease && s >= row {
-			sizes[n] = s
-			n++
-		}
-	}
-	return sizes, n
-}
-
-// maxRamp is the most chunks of a staged READ's ramp.
-const maxRamp = 2
-
 // liveSpan returns the end hi of the chunk of ids that starts at next and
 // holds per carrying ids (fewer at the plan's end), and how many it holds;
 // without -1 ids (skips false) that is per ids, counted without a look.
@@ -718,17 +650,12 @@ func (op *Operation) stagedCall(w *chunkSlot) {
 			Reason: fmt.Sprintf("inline payload of %d bytes for a staged chunk of %d (inline asked: %v)", len(w.resp)-gatherwire.ReplySize, w.n, w.inline)}
 	}
 	if w.err == nil && w.st.Dir == verbs.OpRead && w.st.Payload == uint64(w.n) {
-		var buf []byte
-		if w.st.Inline {
-			// The chunk is in the reply: the lease is free now, and the
-			// next call can leave while this one scatters.
-			buf = w.resp[gatherwire.ReplySize:]
-			op.g.wdone <- slotMsg{w: w, landed: true}
-		} else {
-			buf = w.lease.Bytes()[:w.n]
-		}
 		t := time.Now()
 		local := op.sop.Local.Bytes()[op.sop.LocalOff:]
+		buf := w.lease.Bytes()[:w.n]
+		if w.st.Inline {
+			buf = w.resp[gatherwire.ReplySize:]
+		}
 		if rows := &op.sop.Plan.Rows; op.sop.Plan.Form == planfmt.FormRows {
 			if len(rows.IDs32) != 0 {
 				packstream.ScatterRows(local, buf, rows, rows.IDs32, w.lo, w.hi)
@@ -743,7 +670,7 @@ func (op *Operation) stagedCall(w *chunkSlot) {
 		}
 		w.scatter = time.Since(t)
 	}
-	op.g.wdone <- slotMsg{w: w}
+	op.g.wdone <- w
 }
 
 // encodeStaged encodes w's command (w.c, its rows chunk's ids set here)

@@ -80,7 +80,7 @@ type gatherState struct {
 	spans           []planfmt.Range // staged and chunked READ: the plan's spans in stream order
 	wslots          []*chunkSlot    // a gather sent per chunk: its chunks in flight, reused
 	wfree           []*chunkSlot
-	wdone           chan slotMsg // their calls' messages
+	wdone           chan *chunkSlot // their calls' completions
 	runs            []planfmt.Run
 	cmd             planfmt.Command
 	cmdBuf, respBuf []byte
