@@ -443,13 +443,27 @@ func (l *lane) onCall(h *frame.Header) error {
 }
 
 // Reply implements peers.Replier for a handler's REPLY, sent from the
-// handler's goroutine.
+// handler's goroutine. A small one joins the lane's tail batch. A large
+// one (ownBatchReply bytes or more: an inline gather reply's packed rows)
+// is copied and checksummed into a batch of its own outside the lane's
+// lock, then queued: the handlers answering on one lane, and its writer,
+// never wait on one another's copies and checksums.
 func (l *lane) Reply(h frame.Header, payload []byte) error {
-	l.sq.appendFrames(func(b *batch) {
-		b.frameInline(&h, payload)
-	})
+	if len(payload) < ownBatchReply {
+		l.sq.appendFrames(func(b *batch) {
+			b.frameInline(&h, payload)
+		})
+		return nil
+	}
+	b := l.sq.get()
+	b.frameInline(&h, payload)
+	l.sq.submit(b, false)
 	return nil
 }
+
+// ownBatchReply is the smallest REPLY payload framed in a batch of its
+// own (Reply): a copy and checksum that take microseconds.
+const ownBatchReply = 32 << 10
 
 // readerReply is a lane as its own reader answers through it
 // (peers.Replier): the answer joins the reader's batch of responses.

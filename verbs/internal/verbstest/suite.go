@@ -33,6 +33,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Call", func(t *testing.T) { testCall(t, b) })
 	t.Run("PeerValidation", func(t *testing.T) { testPeerValidation(t, b) })
 	t.Run("ConcurrentCalls", func(t *testing.T) { testConcurrentCalls(t, b) })
+	t.Run("ConcurrentReplies", func(t *testing.T) { testConcurrentReplies(t, b) })
 	t.Run("CallsBeyondMaxCalls", func(t *testing.T) { testCallsBeyondMaxCalls(t, b) })
 	t.Run("OwnerGone", func(t *testing.T) { testOwnerGone(t, b) })
 	t.Run("Evict", func(t *testing.T) { testEvict(t, b) })
@@ -323,6 +324,7 @@ const (
 	methodBad     = 4 // post invalid WRITEs, return their statuses
 	methodBlock   = 5 // block until released
 	methodParams  = 6 // return the Peer's LinkParams bandwidth
+	methodPattern = 7 // return n bytes of a pattern (req: seed, n)
 )
 
 // fillHandler writes from the owner's staging region into the
@@ -572,6 +574,64 @@ func testConcurrentCalls(t *testing.T, b Backend) {
 	require.Equal(t, "echo", string(resp))
 	close(release)
 	require.NoError(t, <-done)
+}
+
+// pattern fills b with the bytes of seed's pattern.
+func pattern(b []byte, seed uint64) {
+	for i := range b {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		b[i] = byte(seed >> 56)
+	}
+}
+
+// testConcurrentReplies runs many calls at once whose replies are small
+// and large (a few bytes to hundreds of KiB, what an inline gather reply
+// carries), on several lanes: every caller gets its own reply, byte for
+// byte, however the owner's answers interleave on the lanes.
+func testConcurrentReplies(t *testing.T, b Backend) {
+	r := NewRand(t)
+	p, _ := b.NewPair(t, r, PairConfig{Exports: []RegionSpec{{"a", 4096, ro}}, Connect: verbs.ConnectOptions{Lanes: 2}})
+	p.Seg.Handle(methodPattern, verbs.HandlerFunc(func(_ context.Context, _ verbs.Peer, req, resp []byte) ([]byte, error) {
+		if len(req) != 16 {
+			return nil, fmt.Errorf("request of %d bytes", len(req))
+		}
+		n := int(binary.LittleEndian.Uint64(req[8:]))
+		resp = append(resp[:0], make([]byte, n)...)
+		pattern(resp, binary.LittleEndian.Uint64(req))
+		return resp, nil
+	}))
+	sizes := []int{0, 9, 1000, 31 << 10, 32 << 10, 100 << 10, 256<<10 + 3}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		seed0 := r.Uint64()
+		wg.Go(func() {
+			req := make([]byte, 16)
+			var resp, want []byte
+			for i := range 20 {
+				seed, n := seed0+uint64(i), sizes[(g+i)%len(sizes)]
+				binary.LittleEndian.PutUint64(req, seed)
+				binary.LittleEndian.PutUint64(req[8:], uint64(n))
+				var err error
+				resp, err = p.Conn.Call(Context(t), methodPattern, req, resp[:0])
+				if err != nil {
+					errs <- err
+					return
+				}
+				want = append(want[:0], make([]byte, n)...)
+				pattern(want, seed)
+				if !bytes.Equal(resp, want) {
+					errs <- fmt.Errorf("caller %d call %d: reply of %d bytes differs from its pattern of %d", g, i, len(resp), n)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 }
 
 // testCallsBeyondMaxCalls runs more concurrent calls than the owner runs
