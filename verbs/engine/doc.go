@@ -109,7 +109,12 @@
 // chunk whose destination is a lease of C bytes of that staging (up to P
 // in flight; a rows plan's chunk is sent as its carrying ids in the rows
 // form, a ranges plan's as its source ranges), and the engine scatters
-// each landed chunk into its destination runs (Trace.Staged). Where both
+// each landed chunk into its destination (Trace.Staged): a rows chunk by
+// the plan's layout, row by row from its ids, a ranges chunk by the
+// destination runs built at planning. The issuing loop only cuts each
+// chunk and leases its staging; the chunk's goroutine encodes its command
+// (the plan's own id slice when it has no -1 ids), sends it and scatters
+// the reply, so the first P commands leave together. Where both
 // sides allow inline replies, C is at most the smaller inline limit and
 // each call asks for one: the chunk comes back inside the reply (one round
 // trip; the owner neither WRITEs the lease nor waits for that WRITE's

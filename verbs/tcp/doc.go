@@ -48,11 +48,14 @@
 // REPLY to the caller's buffer. The owner keeps, per connection, parked
 // handler goroutines (up to 16), call records with their request and
 // response buffers (up to 16; requests up to 4 MiB), and the queues of
-// ended calls' Peers (up to 16). A call's Peer is a fresh handle on a
-// reused queue, tied to the queue's epoch: when the call ends the queue
-// moves to the next epoch, so a Peer a handler kept fails with
-// verbs.ErrClosed and never reaches a later call's requests or
-// completions. Handles come from slabs of 256 (one 4 KiB allocation per
+// ended calls' Peers (up to 16). A handler's REPLY of 32 KiB or more
+// (an inline gather reply's packed rows) is copied and checksummed into
+// a batch of its own on the handler's goroutine, outside the lane's lock,
+// and then queued; smaller ones join the lane's tail batch. A call's
+// Peer is a fresh handle on a reused queue, tied to the queue's epoch:
+// when the call ends the queue moves to the next epoch, so a Peer a
+// handler kept fails with verbs.ErrClosed and never reaches a later
+// call's requests or completions. Handles come from slabs of 256 (one 4 KiB allocation per
 // 256 calls), and never serve two calls.
 //
 // # Ordering
