@@ -63,6 +63,10 @@ func (d Decision) AppendExplain(dst []byte) []byte {
 	dst = appendDuration(dst, p.TDecodePerSpan)
 	dst = append(dst, "/span T_chunk_fixed="...)
 	dst = appendDuration(dst, p.TChunkFixed)
+	if p.TDirectPerRequest > 0 {
+		dst = append(dst, " T_direct_req="...)
+		dst = appendDuration(dst, p.TDirectPerRequest)
+	}
 	dst = append(dst, "\npolicy    epsilon="...)
 	dst = strconv.AppendFloat(dst, p.Epsilon, 'g', -1, 64)
 	dst = append(dst, " margin="...)

@@ -19,8 +19,10 @@ const Forever time.Duration = math.MaxInt64
 
 // TDirect is the time to post every fragment as its own request:
 //
-//	T_direct = L + max(S/B_net + N/R_post, ceil(N/Q)*L)
+//	T_direct = N*T_direct_req + L + max(S/B_net + N/R_post, ceil(N/Q)*L)
 //
+// (T_direct_req is Params.TDirectPerRequest, the requester's own work
+// per request outside the window: planning, posting, completing)
 // or, with Params.RequestsOverlap, the RFC's L + max(S/B_net, N/R_post,
 // ceil(N/Q)*L): a NIC that processes requests while the bytes of earlier
 // ones stream. On the transports measured here (tcp, shm, and the
@@ -163,6 +165,7 @@ type model struct {
 	sMem    float64 // S/B_mem
 	mCopy   float64 // M/R_copy
 	front   float64 // T_plan + T_control + T_decode
+	perReq  float64 // T_direct_req: a direct request's requester-side cost
 
 	// A staged READ gather (DecideStaged): the requester's scatter, per
 	// byte (1/B_mem') and for all of R runs (R/R_copy').
@@ -182,6 +185,7 @@ func newModel(p *Params, g Geometry) model {
 		invNet:  1 / p.BNet,
 		invMem:  1 / p.BMem,
 		invPost: 1 / p.RPost,
+		perReq:  p.TDirectPerRequest.Seconds(),
 		mCopy:   spans / p.RCopy,
 		front: p.TPlan.Seconds() + spans*p.TPlanPerSpan.Seconds() +
 			p.TControl.Seconds() +
@@ -192,15 +196,16 @@ func newModel(p *Params, g Geometry) model {
 	return m
 }
 
-// direct is L + max(s/B_net + n/R_post, ceil(n/Q)*L), or with
-// RequestsOverlap L + max(s/B_net, n/R_post, ceil(n/Q)*L): T_direct for n
-// requests carrying s bytes.
+// direct is n*T_direct_req + L + max(s/B_net + n/R_post, ceil(n/Q)*L),
+// or with RequestsOverlap n*T_direct_req + L + max(s/B_net, n/R_post,
+// ceil(n/Q)*L): T_direct for n requests carrying s bytes.
 func (m *model) direct(s, n int64) float64 {
 	bytes, reqs := float64(s)*m.invNet, float64(n)*m.invPost
+	front := float64(n) * m.perReq
 	if m.p.RequestsOverlap {
-		return m.l + max(bytes, reqs, float64(m.rounds(n))*m.l)
+		return front + m.l + max(bytes, reqs, float64(m.rounds(n))*m.l)
 	}
-	return m.l + max(bytes+reqs, float64(m.rounds(n))*m.l)
+	return front + m.l + max(bytes+reqs, float64(m.rounds(n))*m.l)
 }
 
 // rounds is ceil(n/Q), the round trips n requests need; most gathers post

@@ -58,6 +58,11 @@ type Params struct {
 	// TChunkFixed is the fixed cost of one chunk: lease, post and
 	// completion handling (T_chunk_fixed). It sets C_min.
 	TChunkFixed time.Duration
+	// TDirectPerRequest is the requester's cost of one direct request
+	// outside the link's window: planning it, posting it and reaping its
+	// completion (T_direct adds N*TDirectPerRequest, as T_gather adds its
+	// front). Zero prices direct by its window alone.
+	TDirectPerRequest time.Duration
 
 	// Epsilon is the share of a chunk's time the fixed per-chunk cost may
 	// take (0 < Epsilon <= 1; 0.05 means 5%).
@@ -117,6 +122,8 @@ func (p Params) Validate() error {
 		return paramErr("TControl", p.TControl.String(), "must not be negative")
 	case p.TChunkFixed < 0:
 		return paramErr("TChunkFixed", p.TChunkFixed.String(), "must not be negative")
+	case p.TDirectPerRequest < 0:
+		return paramErr("TDirectPerRequest", p.TDirectPerRequest.String(), "must not be negative")
 	case !(p.Epsilon > 0 && p.Epsilon <= 1):
 		return paramErr("Epsilon", fmtFloat(p.Epsilon), "must be in (0, 1]")
 	case !(p.Margin >= 0) || math.IsInf(p.Margin, 1):

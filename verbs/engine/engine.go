@@ -459,6 +459,12 @@ type connState struct {
 	// packing, the chunk's bytes at the link's rate), seconds: its
 	// T_chunk_fixed (costmodel.DecideStaged).
 	stagedFixed float64
+	// directFront is a moving average of a direct operation's time
+	// outside its window per request, seconds (its planning, posting and
+	// completing on this side: its own time less its Window, over its
+	// requests):
+	// T_direct_req (costmodel.Params.TDirectPerRequest).
+	directFront float64
 
 	driver
 }
@@ -482,11 +488,17 @@ const (
 )
 
 // observeDirect feeds what a successful direct operation of n requests
-// and b bytes that took window on the link says: the bandwidth, when its
-// requests are large (the window is then the bytes' time), or else the
-// request rate.
-func (cs *connState) observeDirect(n int, b uint64, window time.Duration) {
+// and b bytes that took window on the link, and total of its own time
+// (its planning, then launch to completion), says: the bandwidth, when its requests are large (the window
+// is then the bytes' time), or else the request rate; and, with enough
+// requests, its time outside the window per request.
+func (cs *connState) observeDirect(n int, b uint64, window, total time.Duration) {
 	const minRequests = 256
+	if n >= minRequests && window > 0 && total > window {
+		cs.rateMu.Lock()
+		moveTo(&cs.directFront, (total-window).Seconds()/float64(n))
+		cs.rateMu.Unlock()
+	}
 	if n > 0 && window > 0 && b >= bwMinBytes && b/uint64(n) >= bwMinRequest {
 		cs.rateMu.Lock()
 		moveTo(&cs.bandwidth, float64(b)/window.Seconds())
@@ -546,6 +558,14 @@ func moveTo(v *float64, x float64) {
 	}
 	x = min(max(x, *v/bwMaxStep), *v*bwMaxStep)
 	*v += costmodel.DefaultAlpha * (x - *v)
+}
+
+// directPerRequest returns the measured requester-side cost of a direct
+// request outside the window, 0 before any sample.
+func (cs *connState) directPerRequest() time.Duration {
+	cs.rateMu.Lock()
+	defer cs.rateMu.Unlock()
+	return time.Duration(cs.directFront * 1e9)
 }
 
 // stagedCallFixed returns the measured per-call cost of staged READs, 0

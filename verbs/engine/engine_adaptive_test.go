@@ -193,6 +193,37 @@ func TestDirectFeedsBandwidth(t *testing.T) {
 	}
 }
 
+// TestDirectFeedsItsFront: a direct operation of many requests feeds its
+// time outside the window per request (its planning, posting and
+// completing), which the next decisions price direct with (T_direct adds
+// N*TDirectPerRequest), as a gather's decision prices its front. Before
+// any direct operation there is none; the figure is a share of what the
+// operation itself took beyond its window, never more.
+func TestDirectFeedsItsFront(t *testing.T) {
+	r := verbstest.NewRand(t)
+	f := newFixture(t, r, fixtureConfig{backend: backends[1], tableBytes: tableBytes, localBytes: localBytes})
+	const rows = 4096
+	small := rowsPlan(r, tableBytes, rows, 64, 0, 0)
+	first := f.run(t, verbs.OpRead, small, engine.ModeAuto)
+	require.Zero(t, first.Decision.Params().TDirectPerRequest, "nothing measured before the first direct operation")
+	var most time.Duration // the largest front per request of the direct operations so far
+	for i := range 3 {
+		res := f.run(t, verbs.OpRead, small, engine.ModeDirect)
+		require.Equal(t, engine.ModeDirect, res.Mode)
+		require.Equal(t, rows, res.Trace.DirectRequests)
+		// Submit to Wait: its own time (planning, launch to completion)
+		// and no less.
+		require.Greater(t, res.Trace.Total, res.Trace.Window)
+		most = max(most, (res.Trace.Total-res.Trace.Window)/rows)
+		auto := f.run(t, verbs.OpRead, small, engine.ModeAuto)
+		got := auto.Decision.Params().TDirectPerRequest
+		require.Positive(t, got, "after direct operation %d", i)
+		require.LessOrEqual(t, got, most, "a moving mean of the operations' own fronts")
+		// The direct candidate carries it: N*TDirectPerRequest of its total.
+		require.GreaterOrEqual(t, auto.Decision.Direct.Total, time.Duration(rows)*got)
+	}
+}
+
 // TestGatherOverlapsPackingAndWindow: the owner posts a chunk as soon as it
 // is packed and packs the next while it is in flight, so for a gather of
 // many chunks its first post (OwnerFill, from receiving the command)

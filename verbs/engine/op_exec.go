@@ -64,6 +64,7 @@ type Operation struct {
 	fb       Fallback
 	trace    Trace
 	lastData time.Time
+	launched time.Time // start handed it to launch: its own time runs Plan, then from here
 	res      Result
 	done     chan struct{}
 }
@@ -282,6 +283,7 @@ func (op *Operation) start(inline bool) {
 	op.trace.Plan = op.prep + time.Since(t)
 	stage.End(op.id, stage.Plan, 0)
 	op.e.watchAbort(op) // from here on the operation ends in complete
+	op.launched = time.Now()
 	op.launch(inline)
 }
 
@@ -563,8 +565,12 @@ func (op *Operation) linkParams(info *OwnerInfo) costmodel.Params {
 // directRate sets the request rate the direct prediction uses: the rate
 // direct operations achieved on this Conn once there is one; before that
 // the probe's rate, capped by the small-copy rate (each direct fragment is
-// also a random copy on one goroutine somewhere).
+// also a random copy on one goroutine somewhere). It also sets a direct
+// request's cost outside the window as the Conn's direct operations
+// measured it (none before the first), which the gather side's front
+// (planning, control, decoding) has its counterpart of.
 func (op *Operation) directRate(p costmodel.Params) costmodel.Params {
+	p.TDirectPerRequest = op.cs.directPerRequest()
 	if r := op.cs.observedPostRate(); r > 0 {
 		p.RPost = r
 	} else if p.RCopy > 0 {
@@ -801,7 +807,9 @@ func (op *Operation) complete() {
 		e.stats.failed.Add(1)
 	} else {
 		if res.Mode == ModeDirect && op.fb == FallbackNone {
-			op.cs.observeDirect(op.trace.DirectRequests, op.geom.Bytes, op.trace.Window)
+			// Its own time: its planning and, from launch, its posting,
+			// window and completion (not a group's other parts before it).
+			op.cs.observeDirect(op.trace.DirectRequests, op.geom.Bytes, op.trace.Window, op.trace.Plan+time.Since(op.launched))
 		}
 		e.stats.bytes.Add(op.geom.Bytes)
 		switch res.Mode {
