@@ -12,8 +12,8 @@
 //
 // For an operation of S bytes in N fragments, M spans after coalescing:
 //
-//	T_direct = L + max(S/B_net + N/R_post, ceil(N/Q)*L)
-//	           (RequestsOverlap: L + max(S/B_net, N/R_post, ceil(N/Q)*L))
+//	T_direct = N*T_direct_req + L + max(S/B_net + N/R_post, ceil(N/Q)*L)
+//	           (RequestsOverlap: ... + L + max(S/B_net, N/R_post, ceil(N/Q)*L))
 //
 //	K        = ceil(S/C)
 //	T_pack   = S/(P*B_mem) + M/(P*R_copy)
@@ -29,7 +29,9 @@
 // shallow. (The RFC takes the larger of the bytes' and the requests'
 // times, as a NIC that overlaps them does: Params.RequestsOverlap, which
 // the transport states; on this project's software transports they add:
-// see TDirect.) Gather
+// see TDirect.) T_direct_req (Params.TDirectPerRequest) is the
+// requester's own work per request outside the link's window (planning,
+// posting, completing), the counterpart of gather's front. Gather
 // pays a fixed front (plan the command, deliver it, decode it), then packs
 // with P workers while bulk chunks of C bytes stream out; C/B_mem is the
 // pipeline fill and C/B_net its drain. Each formula is exported (TDirect,

@@ -130,7 +130,11 @@
 // Measured link figures: direct operations of at least 1 MiB in requests
 // of at least 256 KiB feed the Conn's bandwidth, which replaces the
 // connect probe's B_net in every later decision; other direct operations
-// feed its request rate.
+// feed its request rate. Every direct operation of 256 requests or more
+// also feeds its own time outside its window per request (its planning,
+// posting and completing on this side: its Plan, then launch to
+// completion, less its Window), which later decisions add to T_direct as
+// N*TDirectPerRequest, the counterpart of the gather's priced front.
 //
 // Inline reply: a READ gather of at most Config.InlineMax payload
 // bytes (default 256 KiB; the whole plan, not a hybrid's part) sets
