@@ -462,8 +462,7 @@ type connState struct {
 	// directFront is a moving average of a direct operation's time
 	// outside its window per request, seconds (its planning, posting and
 	// completing on this side: its own time less its Window, over its
-	// requests):
-	// T_direct_req (costmodel.Params.TDirectPerRequest).
+	// requests): T_direct_req (costmodel.Params.TDirectPerRequest).
 	directFront float64
 
 	driver
@@ -489,9 +488,10 @@ const (
 
 // observeDirect feeds what a successful direct operation of n requests
 // and b bytes that took window on the link, and total of its own time
-// (its planning, then launch to completion), says: the bandwidth, when its requests are large (the window
-// is then the bytes' time), or else the request rate; and, with enough
-// requests, its time outside the window per request.
+// (its planning, then launch to completion), says: the bandwidth, when
+// its requests are large (the window is then the bytes' time), or else
+// the request rate; and, with enough requests, its time outside the
+// window per request.
 func (cs *connState) observeDirect(n int, b uint64, window, total time.Duration) {
 	const minRequests = 256
 	if n >= minRequests && window > 0 && total > window {
