@@ -21,16 +21,16 @@ const Forever time.Duration = math.MaxInt64
 //
 //	T_direct = N*T_direct_req + L + max(S/B_net + N/R_post, ceil(N/Q)*L)
 //
-// (T_direct_req is Params.TDirectPerRequest, the requester's own work
-// per request outside the window: planning, posting, completing)
-// or, with Params.RequestsOverlap, the RFC's L + max(S/B_net, N/R_post,
-// ceil(N/Q)*L): a NIC that processes requests while the bytes of earlier
-// ones stream. On the transports measured here (tcp, shm, and the
+// or, with Params.RequestsOverlap, N*T_direct_req plus the RFC's L +
+// max(S/B_net, N/R_post, ceil(N/Q)*L): a NIC that processes requests
+// while the bytes of earlier ones stream. On the transports measured here (tcp, shm, and the
 // engine's own request handling) the per-request work and the bytes share
 // the same cores, and the times add (docs/perf-notes.md, 2026-12-02:
 // mixed's direct took 9.5 ms where the RFC's form predicted 6.6); the
 // engine measures R_post to match (requests per second of the window
 // beyond S/B_net, or of the whole window when they overlap).
+// T_direct_req is Params.TDirectPerRequest, the requester's own work per
+// request outside the window (planning, posting, completing).
 func TDirect(p Params, g Geometry) time.Duration {
 	m := newModel(&p, Geometry{})
 	return duration(m.direct(g.S, g.N))

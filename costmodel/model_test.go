@@ -58,6 +58,20 @@ func TestTDirectByHand(t *testing.T) {
 	}
 }
 
+// TestTDirectPerRequestByHand: T_direct adds N*TDirectPerRequest to the
+// window's terms, and Validate refuses a negative one.
+func TestTDirectPerRequestByHand(t *testing.T) {
+	p := handParams()
+	p.TDirectPerRequest = 50 * time.Nanosecond
+	// 1000 * 50ns = 50us + 10us + max(8ms + 1ms, 2.5ms) = 9.06ms
+	require.Equal(t, 9060*time.Microsecond, TDirect(p, Geometry{S: 8_000_000, N: 1000, M: 1000}))
+	// With RequestsOverlap: 50us + 10us + max(8ms, 1ms, 2.5ms) = 8.06ms
+	p.RequestsOverlap = true
+	require.Equal(t, 8060*time.Microsecond, TDirect(p, Geometry{S: 8_000_000, N: 1000, M: 1000}))
+	p.TDirectPerRequest = -time.Nanosecond
+	require.ErrorContains(t, p.Validate(), "TDirectPerRequest")
+}
+
 func TestTPackByHand(t *testing.T) {
 	p := handParams()
 	g := Geometry{S: 1_000_000, N: 1000, M: 500}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scatterkit/scatterkit/costmodel"
 	"github.com/scatterkit/scatterkit/planfmt"
 	"github.com/scatterkit/scatterkit/verbs"
 )
@@ -220,8 +221,12 @@ func TestDirectFeedsItsFront(t *testing.T) {
 		got := auto.Decision.Params().TDirectPerRequest
 		require.Positive(t, got, "after direct operation %d", i)
 		require.LessOrEqual(t, got, most, "a moving mean of the operations' own fronts")
-		// The direct candidate carries it: N*TDirectPerRequest of its total.
-		require.GreaterOrEqual(t, auto.Decision.Direct.Total, time.Duration(n)*got)
+		// The direct candidate carries it: its total is the window's
+		// terms plus N*TDirectPerRequest.
+		p := auto.Decision.Params()
+		p.TDirectPerRequest = 0
+		g := costmodel.Geometry{S: int64(auto.Bytes), N: int64(auto.Fragments), M: int64(auto.Spans)}
+		require.InDelta(t, float64(costmodel.TDirect(p, g)+time.Duration(g.N)*got), float64(auto.Decision.Direct.Total), 1e3)
 	}
 }
 
