@@ -1102,11 +1102,20 @@ func TestFlatKernels(t *testing.T) {
 	}
 }
 
+// coldSources is how many source buffers BenchmarkRowKernels' cold copy
+// rotates over: with 8, the seven others and the destination (at least
+// 8 x 98,304 x 64 B = 50 MB) pass through L2 between two reads of one.
+const coldSources = 8
+
 // BenchmarkRowKernels sets, for device tables of row sizes that are not
 // powers of two, pickKernel's choice beside every flat kernel that fits,
 // each against the same-size device copy timed the same way, over four id
-// sets in turn (no run finds the last one's rows in L2). Every variant's
-// rows are checked against the CPU lookup first. Lines "rowkernel ...".
+// sets in turn (no run finds the last one's rows in L2). Two copies are
+// the ceiling: one that copies the output again and again (its source in
+// L2 whenever source and destination fit there) and a cold one whose
+// source rotates over coldSources buffers, as the gather's rows do. Every
+// variant's rows are checked against the CPU lookup first. Lines
+// "rowkernel ...".
 func BenchmarkRowKernels(b *testing.B) {
 	r := newRand(b)
 	s, err := testCtx.NewStream()
@@ -1137,6 +1146,25 @@ func BenchmarkRowKernels(b *testing.B) {
 			ref(want, slices.Repeat([][]byte{src}, K), R, ids, T, K, 0, int64(K*R), int64(R), nil)
 			cp, _ := testCtx.Alloc(int64(n * R))
 			same := timePer(b, s, 100, func() error { return testCtx.CopyDevice(cp, out, int64(n*R), s) })
+			// The same copy with its source rotating over coldSources
+			// buffers, as the gather's rows rotate over the id sets: a
+			// copy that reads what it read one launch ago reads L2 (50
+			// MB on the H200) when source and destination fit there,
+			// which no gather from a large table can.
+			var srcs [coldSources]DevPtr
+			for i := range srcs {
+				if srcs[i], err = testCtx.Alloc(int64(n * R)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ct := 0
+			cold := timePer(b, s, 100, func() error {
+				ct++
+				return testCtx.CopyDevice(cp, srcs[ct%coldSources], int64(n*R), s)
+			})
+			for _, p := range srcs {
+				testCtx.Free(p)
+			}
 			testCtx.Free(cp)
 			var base plan
 			if err := req.check(&base, testCtx.status, testCtx.sms); err != nil {
@@ -1162,8 +1190,8 @@ func BenchmarkRowKernels(b *testing.B) {
 				if i == 0 {
 					mark = "*"
 				}
-				b.Logf("rowkernel R=%d N=%d %s%-22s %8.2f us  same-size copy %8.2f us  ratio %.3f", R, n, mark, v.name,
-					per.Seconds()*1e6, same.Seconds()*1e6, same.Seconds()/per.Seconds())
+				b.Logf("rowkernel R=%d N=%d %s%-22s %8.2f us  same-size copy %8.2f us  ratio %.3f  cold copy %8.2f us  ratio %.3f", R, n, mark, v.name,
+					per.Seconds()*1e6, same.Seconds()*1e6, same.Seconds()/per.Seconds(), cold.Seconds()*1e6, cold.Seconds()/per.Seconds())
 			}
 			testCtx.Free(out)
 		}
